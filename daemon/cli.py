@@ -1,0 +1,403 @@
+"""The ``gochatd`` command line. Subcommands only; the work lives in the modules they call.
+
+Exit codes: 0 success, 1 runtime error, 2 usage/config/input error (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import gochatd.aio  # noqa: I001  # trio_asyncio before psycopg
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import trio
+
+import gochatd
+from gochatd.aio import open_loop
+from gochatd.client import Client
+from gochatd.config import FIELDS, Settings, load_settings
+from gochatd.errors import ConfigError, GochatdError, UserError
+from gochatd.logs import configure_logging
+from gochatd.model import Job, JobFilter, JobStatus
+from gochatd.registry import load_handler_modules
+from gochatd.store import open_store
+
+
+class UsageError(UserError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE", help="YAML config file (default /etc/gochatd/gochatd.yaml if present)")
+    p.add_argument("--database-url", metavar="URL", help="postgresql://… or sqlite:///path")
+    p.add_argument("--redis-url", metavar="URL", help="redis://…; empty for none")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gochatd", description="Durable background-job worker daemon.")
+    parser.add_argument("--version", action="version", version=f"gochatd {gochatd.__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    serve = sub.add_parser("serve", help="run the worker daemon (the default)")
+    _add_serve_args(serve)
+
+    enq = sub.add_parser("enqueue", help="enqueue one job and print it as JSON")
+    _add_common(enq)
+    enq.add_argument("job_type")
+    enq.add_argument("--payload", default="{}", help="JSON object, or @file")
+    enq.add_argument("--queue")
+    enq.add_argument("--tenant", default="default")
+    enq.add_argument("--idempotency-key")
+    when = enq.add_mutually_exclusive_group()
+    when.add_argument("--delay", type=_nonneg_float, metavar="SECONDS")
+    when.add_argument("--at", type=_iso_time, metavar="ISO8601")
+    enq.add_argument("--max-attempts", type=int)
+    enq.add_argument("--priority", type=int, default=0)
+    enq.add_argument("--traceparent")
+
+    jobs = sub.add_parser("jobs", help="inspect and manage jobs")
+    jobs_sub = jobs.add_subparsers(dest="jobs_command", required=True, parser_class=_Parser)
+    ls = jobs_sub.add_parser("list")
+    _add_common(ls)
+    ls.add_argument("--status", choices=[s.value for s in JobStatus])
+    ls.add_argument("--queue")
+    ls.add_argument("--tenant")
+    ls.add_argument("--type", dest="job_type")
+    ls.add_argument("--limit", type=_limit, default=100)
+    ls.add_argument("--after-id", type=int)
+    ls.add_argument("--json", action="store_true")
+    for name in ("show", "retry", "cancel"):
+        p = jobs_sub.add_parser(name)
+        _add_common(p)
+        p.add_argument("id", type=_job_id)
+        if name == "show":
+            p.add_argument("--json", action="store_true")
+
+    db = sub.add_parser("db", help="database schema")
+    db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
+    up = db_sub.add_parser("upgrade", help="apply pending migrations (safe to repeat)")
+    _add_common(up)
+
+    cfg = sub.add_parser("config", help="configuration")
+    cfg_sub = cfg.add_subparsers(dest="config_command", required=True, parser_class=_Parser)
+    check = cfg_sub.add_parser("check", help="print the effective config, secrets masked")
+    _add_serve_args(check)
+
+    bench = sub.add_parser("bench", help="measure enqueue, drain and end-to-end rates")
+    bench.add_argument("--jobs", type=_positive_int, default=10_000)
+    bench.add_argument("--concurrency", type=_positive_int, default=50)
+    bench.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
+    bench.add_argument("--database-url", help="PostgreSQL server for --backend postgres "
+                       "(a scratch database is created on it and dropped afterwards)")
+    bench.add_argument("--redis", metavar="URL", default="", help="use Redis Streams dispatch")
+    bench.add_argument("--producers", type=_positive_int, default=8)
+    bench.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    return parser
+
+
+def _add_serve_args(p: argparse.ArgumentParser) -> None:
+    _add_common(p)
+    p.add_argument("--worker-only", action="store_true", help="run the worker loops only")
+    p.add_argument("--handlers", metavar="MODULES", help="comma-separated handler modules")
+    p.add_argument("--queues", metavar="Q[=W],…", help="queues to serve, with weights")
+    p.add_argument("--concurrency", metavar="N", help="handler slots")
+    p.add_argument("--migrate", action="store_true", help="apply migrations at start")
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError
+    return value
+
+
+def _limit(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 10_000:
+        raise ValueError
+    return value
+
+
+def _job_id(text: str) -> int:
+    value = int(text)
+    if not 1 <= value < 2**63:
+        raise ValueError
+    return value
+
+
+def _nonneg_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError
+    return value
+
+
+def _iso_time(text: str) -> datetime:
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ValueError
+    return value
+
+
+for _fn, _name in ((_positive_int, "a positive integer"), (_limit, "an integer in 1..10000"),
+                   (_job_id, "a job id"), (_nonneg_float, "a non-negative number of seconds"),
+                   (_iso_time, "an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")):
+    _fn.__name__ = _name  # argparse names the expected type in its one-line error
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    flags = {
+        "database_url": getattr(args, "database_url", None),
+        "redis_url": getattr(args, "redis_url", None),
+        "handlers": getattr(args, "handlers", None),
+        "worker.queues": getattr(args, "queues", None),
+        "worker.concurrency": getattr(args, "concurrency", None),
+    }
+    return load_settings(config_file=args.config, flags=flags)
+
+
+def _run_async(fn: Callable[[], Awaitable[int]]) -> int:
+    async def main() -> int:
+        async with open_loop():
+            return await fn()
+
+    return trio.run(main)
+
+
+# -- commands --------------------------------------------------------------------------------
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from gochatd.service import Worker
+
+    settings = _settings(args)
+    configure_logging(settings.log_level, settings.log_format)
+    load_handler_modules(settings.handlers)
+    reload_args = {"config_file": args.config, "flags": {
+        "database_url": args.database_url, "redis_url": args.redis_url,
+        "handlers": args.handlers, "worker.queues": args.queues,
+        "worker.concurrency": args.concurrency,
+    }}
+    worker = Worker(settings, migrate=args.migrate, reload_args=reload_args)
+    if settings.database_url.startswith("postgres"):
+        _require_schema(settings, args.migrate)
+    return _run_async(lambda: worker.run(handle_signals=True))
+
+
+def _require_schema(settings: Settings, migrate: bool) -> None:
+    if migrate:
+        return
+
+    async def check() -> int:
+        from gochatd.store.queries import load_migrations
+
+        store = open_store(settings.database_url)
+        await store.open()
+        try:
+            current = await store.schema_version()
+        finally:
+            await store.close()
+        latest = max(m.version for m in load_migrations(store.dialect))
+        if current < latest:
+            raise ConfigError(
+                f"database schema is at version {current}, gochatd needs {latest}: "
+                "run 'gochatd db upgrade' or start with --migrate"
+            )
+        return 0
+
+    _run_async(check)
+
+
+async def _with_client(settings: Settings, fn: Callable[[Client], Awaitable[int]]) -> int:
+    async with Client(
+        settings.database_url, settings.redis_url or None,
+        max_payload_bytes=settings.worker_max_payload_bytes,
+        stream_prefix=settings.worker_redis_stream_prefix,
+        consumer_group=settings.worker_redis_consumer_group,
+    ) as client:
+        assert client.store is not None
+        if settings.database_url.startswith("sqlite:"):
+            await client.store.migrate()
+        return await fn(client)
+
+
+def _load_payload(text: str) -> Any:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--payload: cannot read {text[1:]!r}: {exc.strerror}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload: not valid JSON ({exc.msg} at char {exc.pos})") from None
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    configure_logging("warning", "json")
+    payload = _load_payload(args.payload)
+
+    async def run(client: Client) -> int:
+        job = await client.enqueue(
+            args.job_type, payload, queue=args.queue, tenant_id=args.tenant,
+            idempotency_key=args.idempotency_key, delay_s=args.delay, scheduled_at=args.at,
+            max_attempts=args.max_attempts, priority=args.priority, traceparent=args.traceparent,
+        )
+        _print_json(_public(job))
+        return 0
+
+    return _run_async(lambda: _with_client(settings, run))
+
+
+def _public(job: Job) -> dict[str, Any]:
+    return job.to_dict()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    configure_logging("warning", "json")
+
+    async def run(client: Client) -> int:
+        if args.jobs_command == "list":
+            flt = JobFilter(
+                status=JobStatus(args.status) if args.status else None, queue=args.queue,
+                tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
+                after_id=args.after_id,
+            )
+            jobs = await client.list_jobs(flt)
+            if args.json:
+                _print_json([_public(j) for j in jobs])
+            else:
+                _print_table(jobs)
+            return 0
+        if args.jobs_command == "show":
+            job = await client.get_job(args.id)
+            if job is None:
+                from gochatd.errors import JobNotFound
+
+                raise JobNotFound(args.id)
+            if args.json:
+                _print_json(_public(job))
+            else:
+                for key, value in _public(job).items():
+                    print(f"{key:18} {json.dumps(value) if isinstance(value, dict) else value}")
+            return 0
+        job = await (client.retry(args.id) if args.jobs_command == "retry" else client.cancel(args.id))
+        _print_json(_public(job))
+        return 0
+
+    return _run_async(lambda: _with_client(settings, run))
+
+
+def _print_table(jobs: Sequence[Job]) -> None:
+    print(f"{'ID':>8}  {'STATUS':10} {'QUEUE':14} {'TENANT':12} {'ATT':>7}  JOB TYPE")
+    for j in jobs:
+        attempts = f"{j.attempts}/{j.max_attempts}"
+        print(f"{j.id:>8}  {j.status:10} {j.queue:14} {j.tenant_id[:12]:12} {attempts:>7}  {j.job_type}")
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+
+    async def run() -> int:
+        store = open_store(settings.database_url)
+        await store.open()
+        try:
+            applied = await store.migrate()
+        finally:
+            await store.close()
+        print("applied: " + ", ".join(applied) if applied else "schema is up to date")
+        return 0
+
+    return _run_async(run)
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    load_handler_modules(settings.handlers)
+    masked = settings.masked()
+    width = max(len(k) for k in masked)
+    for spec in FIELDS:
+        value = masked[spec.key]
+        shown = json.dumps(value) if not isinstance(value, str) else value
+        source = settings.sources.get(spec.key, "default")
+        flag = "" if spec.reloadable else "  (restart)"
+        print(f"{spec.key:{width}}  {shown}  [{source}]{flag}")
+    if settings.config_file:
+        print(f"# config file: {settings.config_file}")
+    unknown = settings.sources.get("_unknown_env")
+    if unknown:
+        print(f"# warning: unknown GOCHAT_ variables ignored: {unknown}")
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from gochatd.bench import run_bench
+
+    configure_logging("error", "json")
+    return _run_async(lambda: run_bench(args))
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": cmd_serve,
+    "enqueue": cmd_enqueue,
+    "jobs": cmd_jobs,
+    "db": cmd_db,
+    "config": cmd_config,
+    "bench": cmd_bench,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        return _dispatch(parser, argv)
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        if len(leaves) == 1 and isinstance(leaves[0], GochatdError):
+            return _report(leaves[0])
+        raise
+    except GochatdError as exc:
+        return _report(exc)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+def _report(exc: GochatdError) -> int:
+    sys.stderr.write(f"gochatd: {exc}\n")
+    return 2 if isinstance(exc, UserError) else 1
+
+
+def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
+    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+        argv = ["serve", *argv]
+    args = parser.parse_args(argv)
+    return COMMANDS[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""Enqueueing: validation, the idempotent insert, then an XADD once the row commits.
+
+A failed XADD never fails an enqueue: the row is the truth, and the scheduler's sweep
+re-dispatches it. Usable from any Trio code::
+
+    async with gochatd.Client("postgresql://…", "redis://…") as client:
+        job = await client.enqueue("message:send_reply", {"message_id": 7}, queue="high")
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import re
+from collections.abc import Callable
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import trio_asyncio
+
+from gochatd.aio import open_loop
+from gochatd.dispatch.redis_streams import RedisStreams
+from gochatd.errors import DispatchUnavailable, InvalidJob
+from gochatd.logs import get_logger
+from gochatd.model import DispatchRef, EnqueueRequest, Job, JobFilter
+from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
+from gochatd.store import JobStore, open_store
+from gochatd.store.rows import canonical_json
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
+DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
+
+
+def validate_enqueue(
+    job_type: str,
+    payload: Any,
+    *,
+    queue: str | None,
+    tenant_id: str,
+    idempotency_key: str | None,
+    scheduled_at: datetime | None,
+    delay_s: float | None,
+    max_attempts: int | None,
+    priority: int,
+    traceparent: str | None,
+    max_payload_bytes: int,
+) -> EnqueueRequest:
+    """Refuse bad input before anything is written. Every message names the field."""
+    if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
+        raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
+    spec = REGISTRY.get(job_type)
+    queue = queue or (spec.queue if spec else "default")
+    if not isinstance(queue, str) or not QUEUE_RE.match(queue):
+        raise InvalidJob("queue: expected 1-64 letters, digits, '_' or '-'")
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise InvalidJob("payload: expected a JSON object")
+    try:
+        encoded = canonical_json(payload)
+        json.loads(encoded)
+    except (TypeError, ValueError) as exc:
+        raise InvalidJob(f"payload: not JSON-serialisable ({type(exc).__name__})") from None
+    size = len(encoded.encode("utf-8"))
+    if size > max_payload_bytes:
+        raise InvalidJob(f"payload: {size} bytes is over the limit of {max_payload_bytes}")
+    if "\x00" in encoded or "\\u0000" in encoded:
+        raise InvalidJob("payload: NUL characters are not allowed")
+    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= 200:
+        raise InvalidJob("tenant_id: expected 1-200 characters")
+    if idempotency_key is not None and (
+        not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 512
+    ):
+        raise InvalidJob("idempotency_key: expected 1-512 characters")
+    if scheduled_at is not None and delay_s is not None:
+        raise InvalidJob("give either scheduled_at or delay_s, not both")
+    if scheduled_at is not None and scheduled_at.tzinfo is None:
+        raise InvalidJob("scheduled_at: needs a time zone (for example 2026-01-01T00:00:00Z)")
+    if delay_s is not None and (not math.isfinite(delay_s) or not 0 <= delay_s <= 10 * 365 * 86400):
+        raise InvalidJob("delay_s: expected 0 to 10 years in seconds")
+    attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else 25)
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+        raise InvalidJob("max_attempts: expected an integer in 1..1000")
+    if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
+        raise InvalidJob("priority: expected an integer in -1000..1000")
+    if traceparent is not None and not _TRACEPARENT.match(traceparent):
+        raise InvalidJob("traceparent: expected a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
+    return EnqueueRequest(
+        job_type=job_type,
+        payload=payload,
+        queue=queue,
+        tenant_id=tenant_id,
+        idempotency_key=idempotency_key,
+        delay_s=delay_s,
+        scheduled_at=scheduled_at,
+        max_attempts=attempts,
+        priority=priority,
+        traceparent=traceparent,
+    )
+
+
+class Client:
+    """Enqueue and inspect jobs. Pass URLs to let it own its connections, or a ready store."""
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        redis_url: str | None = None,
+        *,
+        store: JobStore | None = None,
+        streams: RedisStreams | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        stream_prefix: str = "gochat:jobs",
+        consumer_group: str = "gochat-workers",
+        on_enqueued: Callable[[Job], None] | None = None,
+    ) -> None:
+        if store is None and database_url is None:
+            raise InvalidJob("Client needs a database_url or a store")
+        self._database_url = database_url
+        self._redis_url = redis_url
+        self._stream_prefix = stream_prefix
+        self._consumer_group = consumer_group
+        self.store: JobStore | None = store
+        self.streams = streams
+        self.max_payload_bytes = max_payload_bytes
+        self.on_enqueued = on_enqueued
+        #: False after an XADD failed; enqueues then rely on the database wake-up instead.
+        self.dispatch_ok = True
+        self._owned = contextlib.AsyncExitStack()
+        self._log = get_logger(component="client")
+
+    async def __aenter__(self) -> Client:
+        if trio_asyncio.current_loop.get() is None:
+            await self._owned.enter_async_context(open_loop())
+        if self.store is None:
+            assert self._database_url is not None
+            store = open_store(self._database_url)
+            await store.open()
+            self._owned.push_async_callback(store.close)
+            self.store = store
+        if self.streams is None and self._redis_url:
+            streams = RedisStreams(
+                self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
+                consumer="client", maxlen=100_000, block_s=1.0,
+            )
+            await streams.open()
+            self._owned.push_async_callback(streams.close)
+            self.streams = streams
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._owned.aclose()
+
+    def _store(self) -> JobStore:
+        if self.store is None:
+            raise RuntimeError("use 'async with Client(...)' before calling it")
+        return self.store
+
+    async def enqueue(
+        self,
+        job_type: str,
+        payload: dict[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        tenant_id: str = "default",
+        idempotency_key: str | None = None,
+        scheduled_at: datetime | None = None,
+        delay_s: float | None = None,
+        max_attempts: int | None = None,
+        priority: int = 0,
+        traceparent: str | None = None,
+    ) -> Job:
+        request = validate_enqueue(
+            job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
+            scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
+            priority=priority, traceparent=traceparent, max_payload_bytes=self.max_payload_bytes,
+        )
+        will_xadd = self.streams is not None and self.dispatch_ok
+        if will_xadd:
+            request = _with_dispatch(request)
+        result = await self._store().enqueue(request)
+        job = result.job
+        if result.created and job.dispatched_at is not None and self.streams is not None:
+            try:
+                await self.streams.publish(
+                    [DispatchRef(job.id, job.job_type, job.queue, job.tenant_id)]
+                )
+            except DispatchUnavailable:
+                self.dispatch_ok = False
+                self._log.warning("xadd_failed", job_id=job.id, queue=job.queue,
+                                  note="the sweep will re-dispatch it")
+        if result.created and self.on_enqueued is not None:
+            self.on_enqueued(job)
+        return job
+
+    async def get_job(self, job_id: int) -> Job | None:
+        return await self._store().get_job(job_id)
+
+    async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        return await self._store().list_jobs(flt)
+
+    async def retry(self, job_id: int) -> Job:
+        return await self._store().retry_job(job_id)
+
+    async def cancel(self, job_id: int) -> Job:
+        return await self._store().cancel_job(job_id)
+
+
+def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:
+    from dataclasses import replace
+
+    return replace(request, dispatch_now=True)

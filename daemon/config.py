@@ -1,0 +1,330 @@
+"""Settings: one frozen object, merged once from flags > env > YAML file > defaults.
+
+Every key is declared in ``FIELDS`` with its type, range and whether SIGHUP may change it
+without a restart. The YAML path ``worker.redis.block_timeout_s`` is the env name
+``GOCHAT_WORKER_REDIS_BLOCK_TIMEOUT_S`` and the attribute ``worker_redis_block_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import socket
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gochatd.errors import ConfigError
+from gochatd.redact import mask_url
+from gochatd.registry import QUEUE_RE
+
+DEFAULT_CONFIG_FILE = Path("/etc/gochatd/gochatd.yaml")
+ENV_PREFIX = "GOCHAT_"
+
+#: gochat's queues: high > events > default = automation = medium > low = search =
+#: deferred = scheduled_jobs > purgable.
+DEFAULT_QUEUE_WEIGHTS: dict[str, int] = {
+    "high": 8,
+    "events": 6,
+    "default": 4,
+    "automation": 4,
+    "medium": 4,
+    "low": 2,
+    "search": 2,
+    "deferred": 2,
+    "scheduled_jobs": 2,
+    "purgable": 1,
+}
+
+
+def _parse_bool(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    if text in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_list(raw: Any) -> list[str]:
+    if isinstance(raw, list):
+        items = [str(x).strip() for x in raw]
+    else:
+        items = [x.strip() for x in str(raw).split(",")]
+    return [x for x in items if x]
+
+
+def _parse_queues(raw: Any) -> dict[str, int]:
+    """``high=8,default=4`` or ``high,default`` (weight 1) or a YAML mapping/list."""
+    pairs: list[tuple[str, Any]]
+    if isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    else:
+        pairs = []
+        for item in _parse_list(raw):
+            name, sep, weight = item.partition("=")
+            pairs.append((name.strip(), weight.strip() if sep else DEFAULT_QUEUE_WEIGHTS.get(name, 1)))
+    out: dict[str, int] = {}
+    for name, weight in pairs:
+        if not QUEUE_RE.match(str(name)):
+            raise ValueError(f"invalid queue name {name!r}")
+        w = int(weight)
+        if not 0 <= w <= 1000:
+            raise ValueError(f"weight of {name!r} must be in 0..1000")
+        out[str(name)] = w
+    if not out:
+        raise ValueError("at least one queue is needed")
+    if not any(out.values()):
+        raise ValueError("at least one queue needs a weight above 0")
+    return out
+
+
+def _parse_url(schemes: tuple[str, ...], allow_empty: bool) -> Callable[[Any], str]:
+    def parse(raw: Any) -> str:
+        text = "" if raw is None else str(raw).strip()
+        if not text:
+            if allow_empty:
+                return ""
+            raise ValueError("must not be empty")
+        scheme = text.split("://", 1)[0] if "://" in text else ""
+        if scheme not in schemes:
+            raise ValueError(f"scheme must be one of {', '.join(s + '://' for s in schemes)}")
+        return text
+
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class FieldSpec:
+    key: str  # dotted YAML path
+    parse: Callable[[Any], Any]
+    default: Any
+    lo: float | None = None
+    hi: float | None = None
+    reloadable: bool = False
+    secret: bool = False
+    help: str = ""
+
+    @property
+    def attr(self) -> str:
+        return self.key.replace(".", "_")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.attr.upper()
+
+    def coerce(self, raw: Any) -> Any:
+        try:
+            value = self.parse(raw)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{self.key} ({self.env}): {exc}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{self.key} ({self.env}): must be a finite number")
+        if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
+            raise ConfigError(f"{self.key} ({self.env}): {value!r} is outside {self.lo}..{self.hi}")
+        return value
+
+
+def _int(raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError("expected an integer")
+    if isinstance(raw, float) and not raw.is_integer():
+        raise ValueError("expected an integer")
+    return int(str(raw).strip()) if not isinstance(raw, int | float) else int(raw)
+
+
+def _float(raw: Any) -> float:
+    if isinstance(raw, bool):
+        raise ValueError("expected a number")
+    return float(raw)
+
+
+def _str(raw: Any) -> str:
+    return str(raw).strip()
+
+
+def _log_format(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in {"auto", "json", "console"}:
+        raise ValueError("expected auto, json or console")
+    return text
+
+
+def _log_level(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in {"debug", "info", "warning", "error"}:
+        raise ValueError("expected debug, info, warning or error")
+    return text
+
+
+FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("database_url", _parse_url(("sqlite", "postgresql", "postgres"), False),
+              "sqlite:///gochatd.db", secret=True,
+              help="postgresql://… or sqlite:///path (relative to the working directory)"),
+    FieldSpec("redis_url", _parse_url(("redis", "rediss", "unix"), True), "", secret=True,
+              help="empty: no Redis, workers poll the database"),
+    FieldSpec("handlers", _parse_list, [], help="modules that register handlers"),
+    FieldSpec("worker.id", _str, "", help="lease owner name; default host:pid:random"),
+    FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
+    FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,
+              help="queue=weight list; weight 0 pauses reading that queue"),
+    FieldSpec("worker.strict_priority", _parse_bool, False, reloadable=True),
+    FieldSpec("worker.lease_s", _float, 30.0, 1, 86400),
+    FieldSpec("worker.shutdown_grace_s", _float, 30.0, 0, 86400, reloadable=True),
+    FieldSpec("worker.max_payload_bytes", _int, 1 << 20, 2, 64 << 20),
+    FieldSpec("worker.retry_base_s", _float, 1.0, 0, 86400, reloadable=True),
+    FieldSpec("worker.retry_cap_s", _float, 3600.0, 0, 7 * 86400, reloadable=True),
+    FieldSpec("worker.poll_interval_max_s", _float, 0.5, 0.005, 60, reloadable=True),
+    FieldSpec("worker.reap_interval_s", _float, 5.0, 0.05, 3600, reloadable=True),
+    FieldSpec("worker.db_pool_size", _int, 8, 2, 200),
+    FieldSpec("worker.redis.stream_prefix", _str, "gochat:jobs"),
+    FieldSpec("worker.redis.consumer_group", _str, "gochat-workers"),
+    FieldSpec("worker.redis.block_timeout_s", _float, 2.0, 0.01, 60, reloadable=True),
+    FieldSpec("worker.redis.sweep_interval_s", _float, 30.0, 0.05, 86400, reloadable=True),
+    FieldSpec("worker.redis.stream_maxlen", _int, 100_000, 100, 100_000_000),
+    FieldSpec("log.level", _log_level, "info", reloadable=True),
+    FieldSpec("log.format", _log_format, "auto"),
+)
+FIELDS_BY_KEY = {f.key: f for f in FIELDS}
+FIELDS_BY_ATTR = {f.attr: f for f in FIELDS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = "sqlite:///gochatd.db"
+    redis_url: str = ""
+    handlers: list[str] = field(default_factory=list)
+    worker_id: str = ""
+    worker_concurrency: int = 10
+    worker_queues: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_QUEUE_WEIGHTS))
+    worker_strict_priority: bool = False
+    worker_lease_s: float = 30.0
+    worker_shutdown_grace_s: float = 30.0
+    worker_max_payload_bytes: int = 1 << 20
+    worker_retry_base_s: float = 1.0
+    worker_retry_cap_s: float = 3600.0
+    worker_poll_interval_max_s: float = 0.5
+    worker_reap_interval_s: float = 5.0
+    worker_db_pool_size: int = 8
+    worker_redis_stream_prefix: str = "gochat:jobs"
+    worker_redis_consumer_group: str = "gochat-workers"
+    worker_redis_block_timeout_s: float = 2.0
+    worker_redis_sweep_interval_s: float = 30.0
+    worker_redis_stream_maxlen: int = 100_000
+    log_level: str = "info"
+    log_format: str = "auto"
+    #: Where each value came from: default, file, env or flag.
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    config_file: str | None = field(default=None, compare=False)
+
+    def with_changes(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    def effective_worker_id(self) -> str:
+        if self.worker_id:
+            return self.worker_id
+        return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+    def masked(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for spec in FIELDS:
+            value = getattr(self, spec.attr)
+            out[spec.key] = mask_url(value) if spec.secret and isinstance(value, str) else value
+        return out
+
+    def diff(self, other: Settings) -> tuple[list[str], list[str]]:
+        """Keys that differ, split into (reloadable, needs_restart)."""
+        reload, restart = [], []
+        for spec in FIELDS:
+            if getattr(self, spec.attr) != getattr(other, spec.attr):
+                (reload if spec.reloadable else restart).append(spec.key)
+        return reload, restart
+
+
+def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in doc.items():
+        path = f"{prefix}{key}"
+        if path in FIELDS_BY_KEY:
+            out[path] = value
+        elif isinstance(value, Mapping):
+            out.update(_flatten(value, path + "."))
+        else:
+            raise ConfigError(f"unknown config key {path!r}")
+    return out
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML{where}") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"config file {str(path)!r} must hold a mapping")
+    return _flatten(doc)
+
+
+def load_settings(
+    *,
+    config_file: str | None = None,
+    env: Mapping[str, str] | None = None,
+    flags: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Merge flags > env > file > defaults and validate every value once."""
+    env = os.environ if env is None else env
+    path: Path | None = None
+    if config_file:
+        path = Path(config_file)
+    elif env.get("GOCHAT_CONFIG"):
+        path = Path(env["GOCHAT_CONFIG"])
+    elif DEFAULT_CONFIG_FILE.exists():
+        path = DEFAULT_CONFIG_FILE
+    from_file = read_config_file(path) if path else {}
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for spec in FIELDS:
+        raw: Any = spec.default
+        source = "default"
+        if spec.key in from_file:
+            raw, source = from_file[spec.key], "file"
+        if spec.env in env:
+            raw, source = env[spec.env], "env"
+        if flags and flags.get(spec.key) is not None:
+            raw, source = flags[spec.key], "flag"
+        values[spec.attr] = spec.coerce(raw) if source != "default" else _copy(raw)
+        sources[spec.key] = source
+    unknown = sorted(
+        k for k in env
+        if k.startswith(ENV_PREFIX) and k not in {f.env for f in FIELDS} and k not in _OTHER_ENV
+    )
+    settings = Settings(**values, sources=sources, config_file=str(path) if path else None)
+    if unknown:
+        sources["_unknown_env"] = ",".join(unknown)
+    return settings
+
+
+#: GOCHAT_* variables that are read elsewhere and are not config keys.
+_OTHER_ENV = frozenset({"GOCHAT_CONFIG", "GOCHAT_TEST_PG_DSN", "GOCHAT_TEST_REDIS_SERVER"})
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, list):
+        return list(value)
+    return value

@@ -1,0 +1,358 @@
+"""Redis Streams dispatch: XADD on enqueue, XREADGROUP in one consumer group, XACK after the
+final state commits, XAUTOCLAIM for entries stranded by dead consumers.
+
+Every public method is one asyncio coroutine crossed once from Trio. A blocking read is
+bounded (``block_s``) and must be called inside a shielded scope: cancelling an in-flight
+XREADGROUP can strand an entry in the PEL (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import gochatd.aio  # noqa: I001
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from gochatd.aio import run_aio
+from gochatd.errors import DispatchUnavailable
+from gochatd.model import DispatchRef
+
+MAX_FIELD_BYTES = 256
+
+# Fill up to ARGV[3] entries from the streams in KEYS, in the order given (the weighted
+# order for this round). Creates a missing group at id 0 so nothing added before it exists
+# is skipped. Non-blocking; the caller blocks separately only when this returns nothing.
+_FILL_SCRIPT = """
+local out = {}
+local want = tonumber(ARGV[3])
+for _, key in ipairs(KEYS) do
+  if want <= 0 then break end
+  local res = redis.pcall('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want,
+                          'STREAMS', key, '>')
+  if type(res) == 'table' and res.err then
+    if string.find(res.err, 'NOGROUP') then
+      redis.call('XGROUP', 'CREATE', key, ARGV[1], '0', 'MKSTREAM')
+      res = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want,
+                       'STREAMS', key, '>')
+    else
+      return redis.error_reply(res.err)
+    end
+  end
+  if res then
+    for _, stream in ipairs(res) do
+      for _, entry in ipairs(stream[2]) do
+        out[#out + 1] = {stream[1], entry[1], entry[2]}
+        want = want - 1
+      end
+    end
+  end
+end
+return out
+"""
+
+_TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    stream: str
+    entry_id: str
+    fields: dict[str, str]
+
+    def parse(self) -> DispatchRef | None:
+        """The job reference this entry names, or None when the entry is malformed."""
+        raw_id = self.fields.get("job_id", "")
+        if not raw_id.isascii() or not raw_id.isdigit() or not 0 < len(raw_id) <= 18:
+            return None
+        job_id = int(raw_id)
+        if job_id <= 0:
+            return None
+        return DispatchRef(
+            job_id=job_id,
+            job_type=self.fields.get("job_type", "")[:200],
+            queue=self.fields.get("queue", "")[:64],
+            tenant_id=self.fields.get("tenant_id", "")[:200],
+        )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value[:MAX_FIELD_BYTES].decode("utf-8", errors="replace")
+    return str(value)[:MAX_FIELD_BYTES]
+
+
+def _entry(stream: Any, entry_id: Any, flat_or_dict: Any) -> StreamEntry:
+    fields: dict[str, str] = {}
+    if isinstance(flat_or_dict, dict):
+        items = list(flat_or_dict.items())
+    else:
+        flat = list(flat_or_dict or [])
+        items = list(zip(flat[0::2], flat[1::2], strict=False))
+    for key, value in items[:16]:
+        fields[_text(key)] = _text(value)
+    return StreamEntry(_text(stream), _text(entry_id), fields)
+
+
+class RedisStreams:
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str,
+        group: str,
+        consumer: str,
+        maxlen: int,
+        block_s: float,
+    ) -> None:
+        self._url = url
+        self.prefix = prefix
+        self.group = group
+        self.consumer = consumer
+        self.maxlen = maxlen
+        self.block_s = block_s
+        self._redis: aredis.Redis | None = None
+        self._fill: Any = None
+
+    def key(self, queue: str) -> str:
+        return f"{self.prefix}:{queue}"
+
+    def queue_of(self, key: str) -> str:
+        return key[len(self.prefix) + 1:]
+
+    async def open(self) -> None:
+        async def _open() -> None:
+            client = aredis.Redis.from_url(
+                self._url,
+                decode_responses=False,
+                socket_connect_timeout=2.0,
+                # A blocked read returns within block_s; anything much slower is a hang.
+                socket_timeout=self.block_s + 5.0,
+                health_check_interval=0,
+                client_name="gochatd",
+            )
+            self._redis = client
+            self._fill = client.register_script(_FILL_SCRIPT)
+
+        await run_aio(_open)
+
+    async def close(self) -> None:
+        client, self._redis = self._redis, None
+        if client is not None:
+            await run_aio(client.aclose)
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        if self._redis is None:
+            raise DispatchUnavailable("redis client not open")
+        try:
+            return await run_aio(fn, self._redis, *args)
+        except _TRANSIENT as exc:
+            raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+        except RedisError as exc:
+            if "LOADING" in str(exc) or "BUSY" in str(exc):
+                raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+            raise
+
+    # -- health ----------------------------------------------------------------------------
+
+    async def ping(self) -> None:
+        async def _ping(r: aredis.Redis) -> None:
+            await r.ping()
+
+        await self._call(_ping)
+
+    async def ensure_groups(self, queues: Sequence[str]) -> None:
+        group = self.group
+
+        async def _ensure(r: aredis.Redis, keys: list[str]) -> None:
+            for key in keys:
+                try:
+                    await r.xgroup_create(key, group, id="0", mkstream=True)
+                except ResponseError as exc:
+                    if "BUSYGROUP" not in str(exc):
+                        raise
+
+        await self._call(_ensure, [self.key(q) for q in queues])
+
+    # -- producing -------------------------------------------------------------------------
+
+    async def publish(self, refs: Sequence[DispatchRef]) -> None:
+        """XADD one entry per job, pipelined, with approximate MAXLEN trimming."""
+        if not refs:
+            return
+        entries = [
+            (
+                self.key(ref.queue),
+                {
+                    "job_id": str(ref.job_id),
+                    "job_type": ref.job_type,
+                    "queue": ref.queue,
+                    "tenant_id": ref.tenant_id,
+                },
+            )
+            for ref in refs
+        ]
+        maxlen = self.maxlen
+
+        async def _publish(r: aredis.Redis) -> None:
+            async with r.pipeline(transaction=False) as pipe:
+                for key, fields in entries:
+                    pipe.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
+                await pipe.execute()
+
+        await self._call(_publish)
+
+    # -- consuming -------------------------------------------------------------------------
+
+    async def read(self, queues: Sequence[str], count: int, block_s: float) -> list[StreamEntry]:
+        """Up to ``count`` new entries, preferring ``queues`` in order; blocks at most
+        ``block_s`` when every stream is empty. Call inside a shielded scope."""
+        if count <= 0 or not queues:
+            return []
+        keys = [self.key(q) for q in queues]
+        group, consumer, fill = self.group, self.consumer, self._fill
+        block_ms = max(1, int(block_s * 1000))
+
+        async def _read(r: aredis.Redis) -> list[StreamEntry]:
+            got = await fill(keys=keys, args=[group, consumer, count])
+            if got:
+                return [_entry(s, i, f) for s, i, f in got]
+            try:
+                res = await r.xreadgroup(
+                    group, consumer, dict.fromkeys(keys, ">"), count=count, block=block_ms
+                )
+            except ResponseError as exc:
+                if "NOGROUP" not in str(exc):
+                    raise
+                return []  # the next fill recreates the group
+            out: list[StreamEntry] = []
+            for stream, items in res or []:
+                out.extend(_entry(stream, entry_id, fields) for entry_id, fields in items)
+            return out
+
+        return list(await self._call(_read))
+
+    async def ack(self, entries: Sequence[StreamEntry]) -> None:
+        if not entries:
+            return
+        by_stream: dict[str, list[str]] = {}
+        for entry in entries:
+            by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+        group = self.group
+
+        async def _ack(r: aredis.Redis) -> None:
+            async with r.pipeline(transaction=False) as pipe:
+                for stream, ids in by_stream.items():
+                    pipe.xack(stream, group, *ids)
+                await pipe.execute()
+
+        await self._call(_ack)
+
+    async def hand_back(self, entries: Sequence[StreamEntry]) -> None:
+        """Give entries we read but will not run back to the group: re-add, then ack."""
+        if not entries:
+            return
+        group, maxlen = self.group, self.maxlen
+
+        async def _hand_back(r: aredis.Redis) -> None:
+            async with r.pipeline(transaction=True) as pipe:
+                for entry in entries:
+                    pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
+                    pipe.xack(entry.stream, group, entry.entry_id)
+                await pipe.execute()
+
+        await self._call(_hand_back)
+
+    async def autoclaim(
+        self, queues: Sequence[str], min_idle_s: float, count: int
+    ) -> list[StreamEntry]:
+        """Take over entries idle in any consumer's PEL for longer than ``min_idle_s``."""
+        keys = [self.key(q) for q in queues]
+        group, consumer = self.group, self.consumer
+        min_idle_ms = int(min_idle_s * 1000)
+
+        async def _autoclaim(r: aredis.Redis) -> list[StreamEntry]:
+            out: list[StreamEntry] = []
+            for key in keys:
+                try:
+                    res = await r.xautoclaim(
+                        key, group, consumer, min_idle_time=min_idle_ms, start_id="0-0",
+                        count=count,
+                    )
+                except ResponseError as exc:
+                    if "NOGROUP" in str(exc):
+                        continue
+                    raise
+                # res = [next_start, [[id, fields], ...], [deleted ids]]
+                for item in res[1] or []:
+                    if item is None:
+                        continue
+                    entry_id, fields = item
+                    if fields is None:
+                        continue
+                    out.append(_entry(key, entry_id, fields))
+                if len(res) > 2 and res[2]:
+                    await r.xack(key, group, *res[2])
+            return out
+
+        return list(await self._call(_autoclaim))
+
+    async def backlog(self, queue: str) -> int:
+        """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""
+        key, group = self.key(queue), self.group.encode()
+
+        async def _backlog(r: aredis.Redis) -> int:
+            try:
+                groups = await r.xinfo_groups(key)
+            except ResponseError:
+                return 0
+            for info in groups:
+                name = info.get("name") or info.get(b"name")
+                if name in (group, group.decode()):
+                    lag = info.get("lag", info.get(b"lag"))
+                    pending = int(info.get("pending", info.get(b"pending", 0)) or 0)
+                    if lag is None:
+                        lag = await r.xlen(key)
+                    return int(lag) + pending
+            return 0
+
+        return int(await self._call(_backlog))
+
+    async def trim(self, queues: Sequence[str]) -> int:
+        """Drop entries every consumer has read and acked; returns entries removed."""
+        keys = [self.key(q) for q in queues]
+        group = self.group
+
+        async def _trim(r: aredis.Redis) -> int:
+            removed = 0
+            for key in keys:
+                try:
+                    groups = await r.xinfo_groups(key)
+                    pending = await r.xpending(key, group)
+                except ResponseError:
+                    continue
+                info = next(
+                    (g for g in groups if (g.get("name") or g.get(b"name")) in (group, group.encode())),
+                    None,
+                )
+                if info is None:
+                    continue
+                last = info.get("last-delivered-id") or info.get(b"last-delivered-id")
+                floor = pending.get("min") if pending and pending.get("pending") else None
+                boundary = floor or last
+                if boundary:
+                    if isinstance(boundary, bytes):
+                        boundary = boundary.decode()
+                    if floor is None:
+                        # Everything up to and including last-delivered is acked.
+                        ms, _, seq = boundary.partition("-")
+                        boundary = f"{ms}-{int(seq or 0) + 1}"
+                    removed += int(await r.xtrim(key, minid=boundary, approximate=False))
+            return removed
+
+        return int(await self._call(_trim))

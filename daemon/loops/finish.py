@@ -1,0 +1,113 @@
+"""The finisher: batches runners' fenced state changes into one store round trip, then
+XACKs their stream entries once the states have committed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
+from gochatd.errors import DispatchUnavailable, StoreUnavailable
+from gochatd.logs import get_logger
+from gochatd.model import Finish
+from gochatd.store import JobStore
+
+MAX_BATCH = 512
+
+
+@dataclass(eq=False)
+class FinishRequest:
+    finish: Finish | None  # None: nothing to write, only the entry to ack
+    entry: StreamEntry | None
+    done: trio.Event = field(default_factory=trio.Event)
+    applied: bool = False
+
+
+class Finisher:
+    """Owns the receive end of the finish channel; the daemon owns the send end and closes
+    it only after every runner has returned, so nothing is ever sent on a closed channel."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        streams: Callable[[], RedisStreams | None],
+        on_flushed: Callable[[list[FinishRequest]], None],
+    ) -> None:
+        self._store = store
+        self._streams = streams
+        self._on_flushed = on_flushed
+        self.send_channel, self._receive_channel = trio.open_memory_channel[FinishRequest](
+            math.inf
+        )
+        self.finished = trio.Event()
+        self._log = get_logger(component="finisher")
+
+    async def submit(self, finish: Finish | None, entry: StreamEntry | None) -> bool:
+        request = FinishRequest(finish, entry)
+        self.send_channel.send_nowait(request)
+        await request.done.wait()
+        return request.applied
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        try:
+            async with self._receive_channel:
+                task_status.started()
+                async for first in self._receive_channel:
+                    batch = [first]
+                    while len(batch) < MAX_BATCH:
+                        try:
+                            batch.append(self._receive_channel.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                    await self._flush(batch)
+        finally:
+            self.finished.set()
+
+    async def _flush(self, batch: list[FinishRequest]) -> None:
+        finishes = [r.finish for r in batch if r.finish is not None]
+        applied = await self._write(finishes)
+        for request in batch:
+            request.applied = request.finish is not None and request.finish.job_id in applied
+        streams = self._streams()
+        entries = [r.entry for r in batch if r.entry is not None]
+        if streams is not None and entries:
+            try:
+                await streams.ack(entries)
+            except DispatchUnavailable:
+                # Unacked entries are reclaimed later; their jobs are no longer claimable,
+                # so the reclaim just acks them.
+                self._log.warning("xack_failed", entries=len(entries))
+        self._on_flushed(batch)
+        for request in batch:
+            request.done.set()
+
+    async def _write(self, finishes: list[Finish]) -> set[int]:
+        delay = 0.05
+        retried = False
+        while True:
+            try:
+                applied = await self._store.finish_jobs(finishes)
+            except StoreUnavailable as exc:
+                self._log.warning("finish_retrying", error=str(exc), jobs=len(finishes))
+                retried = True
+                await trio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if retried:
+                applied |= await self._applied_before(finishes, applied)
+            return applied
+
+    async def _applied_before(self, finishes: list[Finish], applied: set[int]) -> set[int]:
+        """After a failed round trip the first attempt may have committed: those rows now
+        show our fence and target status."""
+        found: set[int] = set()
+        for finish in finishes:
+            if finish.job_id in applied:
+                continue
+            job = await self._store.get_job(finish.job_id)
+            if job is not None and job.fence == finish.fence and job.status == finish.status:
+                found.add(finish.job_id)
+        return found

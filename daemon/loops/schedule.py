@@ -1,0 +1,76 @@
+"""Scheduler and sweep (streams mode).
+
+The scheduler XADDs jobs that became due without a stream entry (delayed jobs, retries,
+foreign INSERTs, reaped leases) and then sleeps until the next due time by the database
+clock, or until woken by an enqueue or a notification. Every ``sweep_interval_s`` the sweep
+re-dispatches due jobs whose last dispatch is older than the interval (lost XADDs), topping
+up only what the stream is not already holding, and trims acknowledged entries.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import trio
+
+from gochatd.errors import DispatchUnavailable, StoreUnavailable
+
+if TYPE_CHECKING:
+    from gochatd.dispatch.redis_streams import RedisStreams
+    from gochatd.service import Worker
+
+DISPATCH_BATCH = 500
+SWEEP_TARGET = 1000
+
+
+async def dispatch_due(worker: Worker, streams: RedisStreams) -> int:
+    refs = await worker.store.dispatch_due_jobs(worker.queues, DISPATCH_BATCH)
+    if refs:
+        await streams.publish(refs)
+        worker.counters["scheduled_dispatches"] += len(refs)
+    return len(refs)
+
+
+async def sweep(worker: Worker, streams: RedisStreams) -> int:
+    healed = 0
+    for queue in worker.queues:
+        room = SWEEP_TARGET - await streams.backlog(queue)
+        refs = await worker.store.redispatch_stale_jobs(
+            queue, worker.settings.worker_redis_sweep_interval_s, room
+        )
+        if refs:
+            await streams.publish(refs)
+            healed += len(refs)
+    if healed:
+        worker.counters["sweep_redispatched"] += healed
+        worker.log.info("sweep_redispatched", jobs=healed)
+    await streams.trim(worker.queues)
+    return healed
+
+
+async def schedule_loop(worker: Worker) -> None:
+    from gochatd.service import Mode
+
+    next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
+    while True:
+        streams = worker.streams
+        if worker.mode is not Mode.STREAMS or streams is None:
+            await worker.schedule_wakeup.wait(1.0)
+            continue
+        wait_s = math.inf
+        try:
+            if await dispatch_due(worker, streams) >= DISPATCH_BATCH:
+                continue
+            if trio.current_time() >= next_sweep:
+                next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
+                await sweep(worker, streams)
+            due_in = await worker.store.next_due_in_s(worker.queues, undispatched_only=True)
+            if due_in is not None:
+                # Due already but locked by another dispatcher: look again shortly.
+                wait_s = due_in if due_in > 0 else 0.01
+        except (StoreUnavailable, DispatchUnavailable) as exc:
+            worker.transient_error("schedule", exc)
+            wait_s = 0.5
+        wait_s = min(wait_s, max(0.0, next_sweep - trio.current_time()))
+        await worker.schedule_wakeup.wait(wait_s)

@@ -1,0 +1,205 @@
+"""The job record and its one state machine.
+
+Every status change in gochatd is one of the edges in ``TRANSITIONS``. The stores
+encode the same edges as compare-and-set SQL (``WHERE status = …``); the contract
+tests check each store operation against this table.
+
+Which loop moves a job out of each status:
+
+- ``queued``    -> ``running``: a consumer (stream entry) or the poller claims it.
+- ``running``   -> ``completed`` | ``retrying`` | ``dead`` | ``cancelled``: the runner,
+  fenced by (lease_owner, fence); or the lease reaper once the lease expires.
+- ``retrying``  -> ``running``: claimed again once ``scheduled_at`` is due.
+- ``dead``      -> ``queued``: an operator's manual retry.
+- ``queued`` | ``retrying`` -> ``cancelled``: an operator's cancel.
+- ``cancelled`` -> ``queued``: an operator's manual retry.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    RETRYING = "retrying"
+    COMPLETED = "completed"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+
+
+CLAIMABLE: frozenset[JobStatus] = frozenset({JobStatus.QUEUED, JobStatus.RETRYING})
+TERMINAL: frozenset[JobStatus] = frozenset(
+    {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
+)
+
+TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
+    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    JobStatus.RUNNING: frozenset(
+        {JobStatus.COMPLETED, JobStatus.RETRYING, JobStatus.DEAD, JobStatus.CANCELLED}
+    ),
+    JobStatus.DEAD: frozenset({JobStatus.QUEUED}),
+    JobStatus.CANCELLED: frozenset({JobStatus.QUEUED}),
+    JobStatus.COMPLETED: frozenset(),
+}
+
+
+def can_transition(src: JobStatus, dst: JobStatus) -> bool:
+    return dst in TRANSITIONS[src]
+
+
+class Outcome(enum.StrEnum):
+    """How one execution ended, as the runner saw it."""
+
+    COMPLETED = "completed"
+    RETRY = "retry"  # retryable failure, counts as an attempt
+    DEAD = "dead"  # non-retryable failure or attempts exhausted
+    CANCELLED = "cancelled"  # operator asked for it
+    INTERRUPTED = "interrupted"  # shutdown: back to retrying, attempt refunded
+
+
+OUTCOME_STATUS: dict[Outcome, JobStatus] = {
+    Outcome.COMPLETED: JobStatus.COMPLETED,
+    Outcome.RETRY: JobStatus.RETRYING,
+    Outcome.DEAD: JobStatus.DEAD,
+    Outcome.CANCELLED: JobStatus.CANCELLED,
+    Outcome.INTERRUPTED: JobStatus.RETRYING,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A row of ``background_jobs`` as the stores return it."""
+
+    id: int
+    tenant_id: str
+    job_type: str
+    queue: str
+    payload: dict[str, Any]
+    status: JobStatus
+    priority: int
+    attempts: int
+    max_attempts: int
+    scheduled_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    fence: int = 0
+    idempotency_key: str | None = None
+    locked_by: str | None = None
+    locked_at: datetime | None = None
+    lease_expires_at: datetime | None = None
+    last_error: str | None = None
+    error_class: str | None = None
+    failed_at: datetime | None = None
+    completed_at: datetime | None = None
+    dispatched_at: datetime | None = None
+    traceparent: str | None = None
+    cancel_requested: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            out[name] = value
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimedJob:
+    """What a claim hands to the runner: the job plus the lease it now holds."""
+
+    job: Job
+    lease_owner: str
+    fence: int
+
+    @property
+    def id(self) -> int:
+        return self.job.id
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRef:
+    """What a stream entry carries: enough to find the row, never the payload."""
+
+    job_id: int
+    job_type: str
+    queue: str
+    tenant_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """One fenced state change requested by a runner."""
+
+    job_id: int
+    lease_owner: str
+    fence: int
+    outcome: Outcome
+    delay_s: float = 0.0
+    error_class: str | None = None
+    last_error: str | None = None
+
+    @property
+    def status(self) -> JobStatus:
+        return OUTCOME_STATUS[self.outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueRequest:
+    job_type: str
+    payload: dict[str, Any]
+    queue: str = "default"
+    tenant_id: str = "default"
+    idempotency_key: str | None = None
+    delay_s: float | None = None
+    scheduled_at: datetime | None = None
+    max_attempts: int = 25
+    priority: int = 0
+    traceparent: str | None = None
+    # Set by the client when it will XADD the row itself right after commit.
+    dispatch_now: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueResult:
+    job: Job
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    job_id: int
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseState:
+    """Heartbeat answer for one held lease."""
+
+    job_id: int
+    cancel_requested: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    retried: list[DispatchRef] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class JobFilter:
+    status: JobStatus | None = None
+    queue: str | None = None
+    tenant_id: str | None = None
+    job_type: str | None = None
+    limit: int = 100
+    after_id: int | None = None

@@ -1,0 +1,48 @@
+"""Keep secrets and payload contents out of stored errors and logs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MAX_ERROR_CHARS = 512
+
+_URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s:@]*)(:[^@\s/]*)?@")
+_SECRET_PAIRS = re.compile(
+    r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|authorization|bearer)\b(\s*[=:]\s*|\s+)"
+    r"(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
+)
+_DSN_PASSWORD = re.compile(r"(?i)\bpassword\s*=\s*\S+")
+
+
+def mask_url(url: str) -> str:
+    """``postgresql://u:secret@h/db`` -> ``postgresql://u:***@h/db``."""
+    return _URL_CREDENTIALS.sub(
+        lambda m: f"{m.group(1)}{m.group(2)}{':***' if m.group(3) else ''}@", url
+    )
+
+
+def _payload_strings(payload: Any) -> Iterable[str]:
+    if isinstance(payload, str):
+        yield payload
+    elif isinstance(payload, dict):
+        for value in payload.values():
+            yield from _payload_strings(value)
+    elif isinstance(payload, list):
+        for value in payload:
+            yield from _payload_strings(value)
+
+
+def redact_error(message: str, payload: Any = None, limit: int = MAX_ERROR_CHARS) -> str:
+    """Strip credentials, secret-looking pairs and the job's own payload strings; cap length."""
+    text = mask_url(message)
+    text = _DSN_PASSWORD.sub("password=***", text)
+    text = _SECRET_PAIRS.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+    for value in sorted(set(_payload_strings(payload)), key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "[payload]")
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text

@@ -1,0 +1,105 @@
+"""Job type -> handler, plus the built-in ``sys:*`` handlers."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from gochatd.errors import ConfigError, NonRetryable
+
+if TYPE_CHECKING:
+    from gochatd.context import JobContext
+
+Handler = Callable[["JobContext"], Awaitable[None]]
+
+JOB_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-*]+)*$")
+QUEUE_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    job_type: str
+    fn: Handler
+    queue: str = "default"
+    timeout_s: float | None = None
+    max_attempts: int = 25
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._specs: dict[str, HandlerSpec] = {}
+
+    def add(self, spec: HandlerSpec) -> None:
+        self._specs[spec.job_type] = spec
+
+    def get(self, job_type: str) -> HandlerSpec | None:
+        return self._specs.get(job_type)
+
+    def job_types(self) -> list[str]:
+        return sorted(self._specs)
+
+
+#: The process-wide registry that ``@gochatd.job`` writes to.
+REGISTRY = Registry()
+
+
+def job(
+    job_type: str,
+    *,
+    queue: str = "default",
+    timeout_s: float | None = None,
+    max_attempts: int = 25,
+) -> Callable[[Handler], Handler]:
+    """Register ``async def handler(ctx: JobContext) -> None`` for ``job_type``."""
+    if not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
+        raise ValueError(f"invalid job type {job_type!r}")
+    if not QUEUE_RE.match(queue):
+        raise ValueError(f"invalid queue name {queue!r}")
+    if timeout_s is not None and timeout_s <= 0:
+        raise ValueError("timeout_s must be > 0")
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be >= 1")
+
+    def register(fn: Handler) -> Handler:
+        REGISTRY.add(HandlerSpec(job_type, fn, queue, timeout_s, max_attempts))
+        return fn
+
+    return register
+
+
+def load_handler_modules(names: list[str]) -> None:
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise ConfigError(f"handlers: cannot import module {name!r}: {exc}") from None
+
+
+@job("sys:noop")
+async def _noop(ctx: JobContext) -> None:
+    return None
+
+
+@job("sys:sleep")
+async def _sleep(ctx: JobContext) -> None:
+    seconds = ctx.payload.get("seconds", 1.0)
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+        raise NonRetryable("sys:sleep needs a non-negative number in 'seconds'")
+    await trio.sleep(float(seconds))
+
+
+class SysFailError(Exception):
+    """The failure ``sys:fail`` raises when asked to be retryable."""
+
+
+@job("sys:fail")
+async def _fail(ctx: JobContext) -> None:
+    message = str(ctx.payload.get("message", "sys:fail"))
+    if ctx.payload.get("retryable", True):
+        raise SysFailError(message)
+    raise NonRetryable(message)

@@ -1,0 +1,119 @@
+"""Runs one claimed job in its own cancel scope and turns how it ended into a ``Finish``.
+
+Outcomes are kept apart: a handler error (retry/dead), a timeout (retry, error_class
+``timeout``), an operator cancel (cancelled), a shutdown interruption (back to retrying,
+attempt refunded) and a lost lease (nothing may be written).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+
+import trio
+
+from gochatd.context import JobContext
+from gochatd.dispatch.redis_streams import StreamEntry
+from gochatd.errors import NonRetryable
+from gochatd.logs import get_logger
+from gochatd.model import ClaimedJob, Finish, Outcome
+from gochatd.redact import redact_error
+from gochatd.registry import Registry
+from gochatd.retry import Backoff
+
+
+class StopReason(enum.Enum):
+    INTERRUPTED = "interrupted"  # daemon shutdown
+    CANCELLED = "cancelled"  # operator cancel seen by the heartbeat
+    LEASE_LOST = "lease_lost"  # heartbeat found another owner/fence
+
+
+@dataclass(eq=False)
+class ActiveJob:
+    claimed: ClaimedJob
+    entry: StreamEntry | None
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    stop_reason: StopReason | None = None
+    handler_done: bool = False
+
+    def stop(self, reason: StopReason) -> None:
+        if self.stop_reason is None and not self.handler_done:
+            self.stop_reason = reason
+            self.scope.cancel()
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicy:
+    backoff: Backoff
+    default_timeout_s: float | None = None
+
+
+async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> Finish | None:
+    """Run the handler; return the fenced state change to write, or None if none may be."""
+    claimed = active.claimed
+    job = claimed.job
+    trace_id = job.traceparent.split("-")[1] if job.traceparent and job.traceparent.count("-") >= 3 else None
+    log = get_logger(
+        job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
+        attempt=job.attempts, fence=claimed.fence, trace_id=trace_id,
+    )
+
+    def finish(outcome: Outcome, error_class: str | None = None, message: str | None = None,
+               delay_s: float = 0.0) -> Finish:
+        return Finish(
+            job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
+            outcome=outcome, delay_s=delay_s, error_class=error_class,
+            last_error=redact_error(message, job.payload) if message is not None else None,
+        )
+
+    spec = registry.get(job.job_type)
+    if spec is None:
+        log.warning("job_unknown_type")
+        active.handler_done = True
+        return finish(Outcome.DEAD, "unknown_job_type", f"no handler for job type {job.job_type!r}")
+
+    ctx = JobContext(
+        job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
+        payload=job.payload, attempt=job.attempts, max_attempts=job.max_attempts,
+        fence=claimed.fence, log=log, traceparent=job.traceparent,
+    )
+    timeout_s = spec.timeout_s or policy.default_timeout_s or math.inf
+    error: BaseException | None = None
+    timed_out = False
+    started = trio.current_time()
+    with active.scope:
+        try:
+            with trio.move_on_after(timeout_s) as timeout_scope:
+                await spec.fn(ctx)
+            timed_out = timeout_scope.cancelled_caught
+        except Exception as exc:
+            error = exc
+    active.handler_done = True
+    duration_s = trio.current_time() - started
+
+    if active.stop_reason is StopReason.LEASE_LOST:
+        log.warning("job_lease_lost", duration_s=round(duration_s, 4))
+        return None
+    if active.stop_reason is StopReason.INTERRUPTED:
+        log.info("job_interrupted", duration_s=round(duration_s, 4))
+        return finish(Outcome.INTERRUPTED, "interrupted", "interrupted by worker shutdown")
+    if active.stop_reason is StopReason.CANCELLED:
+        log.info("job_cancelled", duration_s=round(duration_s, 4))
+        return finish(Outcome.CANCELLED, "cancelled", "cancelled by operator")
+    if error is None and not timed_out:
+        log.info("job_completed", duration_s=round(duration_s, 4))
+        return finish(Outcome.COMPLETED)
+    if timed_out:
+        error_class, message, retryable = "timeout", f"handler timed out after {timeout_s}s", True
+    else:
+        assert error is not None
+        retryable = not isinstance(error, NonRetryable)
+        error_class = "non_retryable" if not retryable else type(error).__name__
+        message = f"{type(error).__name__}: {error}"
+    if retryable and job.attempts < job.max_attempts:
+        delay_s = policy.backoff.delay_s(job.attempts)
+        log.warning("job_retry", error_class=error_class, delay_s=round(delay_s, 3))
+        return finish(Outcome.RETRY, error_class, message, delay_s)
+    log.warning("job_dead", error_class=error_class, exhausted=retryable)
+    return finish(Outcome.DEAD, error_class, message)

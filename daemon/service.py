@@ -1,0 +1,316 @@
+"""The daemon: one root nursery holding every loop, and the two-phase stop.
+
+    root nursery
+     ├── signals            SIGTERM/SIGINT: graceful stop, a second one: now; SIGHUP: reload
+     ├── finisher           batches fenced finishes, then XACKs    (loops/finish.py)
+     ├── scheduler          due/delayed dispatch + sweep + trim    (loops/schedule.py)
+     ├── reaper             expired leases -> retrying/dead        (loops/reap.py)
+     ├── heartbeat          extends leases, sees cancels           (loops/heartbeat.py)
+     ├── notify             LISTEN/NOTIFY or data_version wake-ups (loops/notify.py)
+     └── handler nursery    runners, one per job, CapacityLimiter(concurrency)
+          └── intake        stream consumer or database poller     (loops/intake.py)
+
+Stop: intake ends (no new claims) -> in-flight handlers get ``shutdown_grace_s`` ->
+the rest are interrupted (back to retrying, attempt refunded) -> the finish channel is
+closed by its owner -> the finisher drains -> the root nursery is cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import math
+import random
+import signal
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import trio
+import trio_asyncio
+
+from gochatd.aio import open_loop
+from gochatd.client import Client
+from gochatd.config import Settings, load_settings
+from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
+from gochatd.errors import ConfigError, DispatchUnavailable, StoreUnavailable
+from gochatd.logs import configure_logging, get_logger
+from gochatd.loops import heartbeat, intake, notify, reap, schedule
+from gochatd.loops.finish import Finisher, FinishRequest
+from gochatd.model import ClaimedJob, Job
+from gochatd.redact import mask_url
+from gochatd.registry import REGISTRY, Registry
+from gochatd.retry import Backoff
+from gochatd.runner import ActiveJob, RunPolicy, StopReason, execute
+from gochatd.store import JobStore, open_store
+from gochatd.wakeup import Wakeup
+
+#: After the grace period, interrupted handlers get this long to unwind before the
+#: handler nursery is cancelled outright.
+UNWIND_S = 5.0
+#: The finisher gets this long to write the last states after every handler returned.
+FINAL_FLUSH_S = 10.0
+
+
+class Mode(enum.StrEnum):
+    STARTING = "starting"
+    STREAMS = "streams"
+    POLLING = "polling"
+    STOPPED = "stopped"
+
+
+class Worker:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        registry: Registry = REGISTRY,
+        migrate: bool = False,
+        reload_args: dict[str, Any] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.worker_id = settings.effective_worker_id()
+        self.migrate_on_start = migrate or settings.database_url.startswith("sqlite:")
+        self._reload_args = reload_args
+        self.store: JobStore = open_store(settings.database_url, pool_size=settings.worker_db_pool_size)
+        self.streams: RedisStreams | None = None
+        self.client = Client(
+            store=self.store, max_payload_bytes=settings.worker_max_payload_bytes,
+            on_enqueued=self._on_enqueued,
+        )
+        self.limiter = trio.CapacityLimiter(settings.worker_concurrency)
+        self.active: dict[int, ActiveJob] = {}
+        self.intake_wakeup = Wakeup()
+        self.schedule_wakeup = Wakeup()
+        self.slot_freed = Wakeup()
+        self.mode = Mode.STARTING
+        self.stopping = False
+        self.counters: Counter[str] = Counter()
+        self.ready = trio.Event()
+        self.stopped = trio.Event()
+        self.log = get_logger(worker_id=self.worker_id)
+        self._handlers: trio.Nursery | None = None
+        self._root: trio.Nursery | None = None
+        self._intake_scope: trio.CancelScope | None = None
+        self._finisher: Finisher | None = None
+        self._rng = random.Random()
+        self._apply_reloadable(settings)
+
+    # -- settings --------------------------------------------------------------------------
+
+    def _apply_reloadable(self, settings: Settings) -> None:
+        self.settings = settings
+        self.limiter.total_tokens = settings.worker_concurrency
+        self.policy = RunPolicy(Backoff(settings.worker_retry_base_s, settings.worker_retry_cap_s))
+        if self.streams is not None:
+            self.streams.block_s = settings.worker_redis_block_timeout_s
+
+    def reload(self) -> tuple[list[str], list[str]]:
+        """Re-read config (SIGHUP). Returns (applied, needs_restart) keys."""
+        args = self._reload_args or {}
+        try:
+            fresh = load_settings(**args)
+        except ConfigError as exc:
+            self.log.error("reload_rejected", error=str(exc))
+            return [], []
+        applied, restart = self.settings.diff(fresh)
+        merged = self.settings.with_changes(
+            **{k.replace(".", "_"): getattr(fresh, k.replace(".", "_")) for k in applied}
+        )
+        self._apply_reloadable(merged)
+        configure_logging(merged.log_level, merged.log_format)
+        self.log.info("config_reloaded", changed=applied, needs_restart=restart)
+        self.intake_wakeup.set()
+        self.schedule_wakeup.set()
+        self.slot_freed.set()
+        return applied, restart
+
+    @property
+    def queues(self) -> list[str]:
+        return [q for q, w in self.settings.worker_queues.items() if w > 0]
+
+    def queue_order(self) -> list[str]:
+        """This round's read order: strict by weight, or a weighted random shuffle so every
+        queue with a weight above zero is sometimes first (never starved)."""
+        weights = {q: w for q, w in self.settings.worker_queues.items() if w > 0}
+        if self.settings.worker_strict_priority:
+            return sorted(weights, key=lambda q: -weights[q])
+        keyed = [(self._rng.random() ** (1.0 / w), q) for q, w in weights.items()]
+        return [q for _, q in sorted(keyed, reverse=True)]
+
+    def free_slots(self) -> int:
+        return 0 if self.stopping else int(self.limiter.available_tokens)
+
+    @property
+    def lease_s(self) -> float:
+        return self.settings.worker_lease_s
+
+    # -- enqueue wake-ups ------------------------------------------------------------------
+
+    def _on_enqueued(self, job: Job) -> None:
+        if job.dispatched_at is None:
+            self.intake_wakeup.set()
+            self.schedule_wakeup.set()
+
+    # -- running jobs ----------------------------------------------------------------------
+
+    def start_jobs(
+        self, claimed: Sequence[ClaimedJob], entries: dict[int, StreamEntry] | None = None
+    ) -> None:
+        assert self._handlers is not None
+        for job in claimed:
+            active = ActiveJob(job, (entries or {}).get(job.id))
+            self.limiter.acquire_on_behalf_of_nowait(active)
+            self.active[job.id] = active
+            self.counters["claimed"] += 1
+            self._handlers.start_soon(self._run_one, active, name=f"job-{job.id}")
+
+    async def _run_one(self, active: ActiveJob) -> None:
+        try:
+            finish = await execute(active, self.registry, self.policy)
+            assert self._finisher is not None
+            applied = await self._finisher.submit(finish, active.entry)
+            if finish is not None and not applied:
+                self.counters["stale_rejections"] += 1
+                self.log.warning("finish_rejected_stale", job_id=active.claimed.id,
+                                 fence=active.claimed.fence)
+        finally:
+            self.active.pop(active.claimed.id, None)
+            self.limiter.release_on_behalf_of(active)
+            self.slot_freed.set()
+
+    def _on_flushed(self, batch: list[FinishRequest]) -> None:
+        for request in batch:
+            if request.applied and request.finish is not None:
+                self.counters[f"finished_{request.finish.outcome.value}"] += 1
+        if any(r.finish is not None and r.finish.status.value == "retrying" for r in batch):
+            self.schedule_wakeup.set()
+            self.intake_wakeup.set()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _resources(self) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            if trio_asyncio.current_loop.get() is None:
+                await stack.enter_async_context(open_loop())
+            await self.store.open()
+            stack.push_async_callback(self._close_store)
+            if self.migrate_on_start:
+                applied = await self.store.migrate()
+                if applied:
+                    self.log.info("migrations_applied", applied=applied)
+            if self.settings.redis_url:
+                self.streams = RedisStreams(
+                    self.settings.redis_url,
+                    prefix=self.settings.worker_redis_stream_prefix,
+                    group=self.settings.worker_redis_consumer_group,
+                    consumer=self.worker_id,
+                    maxlen=self.settings.worker_redis_stream_maxlen,
+                    block_s=self.settings.worker_redis_block_timeout_s,
+                )
+                await self.streams.open()
+                stack.push_async_callback(self._close_streams)
+                self.client.streams = self.streams
+            yield
+
+    async def _close_store(self) -> None:
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            await self.store.close()
+
+    async def _close_streams(self) -> None:
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            assert self.streams is not None
+            await self.streams.close()
+
+    async def run(self, *, handle_signals: bool = False) -> int:
+        """Run until stopped. Returns the process exit code."""
+        forced = False
+        async with self._resources():
+            self.log.info(
+                "worker_starting", database=mask_url(self.settings.database_url),
+                redis=mask_url(self.settings.redis_url) or None,
+                concurrency=self.settings.worker_concurrency, queues=self.queues,
+            )
+            async with trio.open_nursery() as root:
+                self._root = root
+                if handle_signals:
+                    root.start_soon(self._watch_signals)
+                self._finisher = Finisher(self.store, lambda: self.streams, self._on_flushed)
+                await root.start(self._finisher.run)
+                root.start_soon(reap.reap_loop, self)
+                root.start_soon(heartbeat.heartbeat_loop, self)
+                root.start_soon(schedule.schedule_loop, self)
+                root.start_soon(notify.notify_loop, self)
+                await self._serve_handlers()
+                with trio.move_on_after(FINAL_FLUSH_S):
+                    await self._finisher.finished.wait()
+                forced = self.counters["forced_stop"] > 0
+                root.cancel_scope.cancel()
+        self.mode = Mode.STOPPED
+        self.stopped.set()
+        self.log.info("worker_stopped", forced=forced)
+        return 1 if forced else 0
+
+    async def _serve_handlers(self) -> None:
+        assert self._finisher is not None
+        async with self._finisher.send_channel, trio.open_nursery() as handlers:
+            self._handlers = handlers
+            with trio.CancelScope() as intake_scope:
+                self._intake_scope = intake_scope
+                if self.stopping:
+                    intake_scope.cancel()
+                self.ready.set()
+                await intake.intake_loop(self)
+            self.log.info("worker_draining", in_flight=len(self.active))
+            with trio.move_on_after(self.settings.worker_shutdown_grace_s):
+                await self._wait_idle()
+            for active in list(self.active.values()):
+                active.stop(StopReason.INTERRUPTED)
+            with trio.move_on_after(UNWIND_S):
+                await self._wait_idle()
+            handlers.cancel_scope.cancel()
+
+    async def _wait_idle(self) -> None:
+        while self.active:
+            await self.slot_freed.wait(0.1)
+
+    def request_stop(self, *, force: bool = False) -> None:
+        """First call: stop claiming, let handlers finish within the grace. Force: now."""
+        if force or self.stopping:
+            self.counters["forced_stop"] += 1
+            if self._root is not None:
+                self._root.cancel_scope.cancel()
+            return
+        self.stopping = True
+        self.log.info("worker_stop_requested")
+        if self._intake_scope is not None:
+            self._intake_scope.cancel()
+        self.slot_freed.set()
+
+    async def _watch_signals(self) -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
+            async for signum in signals:
+                if signum == signal.SIGHUP:
+                    self.reload()
+                else:
+                    self.request_stop(force=self.stopping)
+
+    # -- mode bookkeeping ------------------------------------------------------------------
+
+    def set_mode(self, mode: Mode) -> None:
+        if mode is not self.mode:
+            self.log.info("dispatch_mode", mode=mode.value, previous=self.mode.value)
+            self.mode = mode
+            self.client.dispatch_ok = mode is Mode.STREAMS
+            self.schedule_wakeup.set()
+
+    def transient_error(self, where: str, exc: StoreUnavailable | DispatchUnavailable) -> None:
+        key = "redis_errors" if isinstance(exc, DispatchUnavailable) else "store_errors"
+        self.counters[key] += 1
+        self.log.warning(f"{where}_failed", error=str(exc))
+
+
+def _finite(value: float | None, default: float = math.inf) -> float:
+    return default if value is None else value

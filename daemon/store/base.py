@@ -1,0 +1,86 @@
+"""The ``JobStore`` protocol: every backend implements exactly this, and passes
+``tests/contract``. All time decisions (due, expired, lease deadlines) use the
+database clock; callers pass durations, never timestamps from their own clock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from gochatd.model import (
+    ClaimedJob,
+    DispatchRef,
+    EnqueueRequest,
+    EnqueueResult,
+    Finish,
+    Job,
+    JobFilter,
+    JobStatus,
+    Lease,
+    LeaseState,
+    ReapResult,
+)
+
+
+class JobStore(Protocol):
+    #: "postgres" or "sqlite"
+    dialect: str
+    #: True when other processes' inserts can wake this one (LISTEN/NOTIFY).
+    has_notifications: bool
+
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+    async def migrate(self) -> list[str]:
+        """Apply pending migrations; return the names applied (empty when up to date)."""
+        ...
+
+    async def schema_version(self) -> int:
+        """The highest applied migration, 0 for an empty database."""
+        ...
+
+    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
+
+    async def claim_jobs(
+        self, ids: Sequence[int], owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        """Claim stream-delivered ids that are still claimable and due."""
+        ...
+
+    async def claim_due_jobs(
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        """Polling claim: take up to ``limit`` due jobs, filling ``queues`` in order."""
+        ...
+
+    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
+        """Fenced compare-and-set per row; return the ids applied. Stale ones write nothing."""
+        ...
+
+    async def extend_leases(
+        self, leases: Sequence[Lease], owner: str, lease_s: float
+    ) -> list[LeaseState]:
+        """Heartbeat; leases not returned are lost."""
+        ...
+
+    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult: ...
+
+    async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
+        """Mark due, never-dispatched jobs as dispatched now and return them for XADD."""
+        ...
+
+    async def redispatch_stale_jobs(
+        self, queue: str, older_than_s: float, limit: int
+    ) -> list[DispatchRef]: ...
+
+    async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
+        """Seconds (database clock) until the earliest claimable job is due; None if none."""
+        ...
+
+    async def get_job(self, job_id: int) -> Job | None: ...
+    async def list_jobs(self, flt: JobFilter) -> list[Job]: ...
+    async def retry_job(self, job_id: int) -> Job: ...
+    async def cancel_job(self, job_id: int) -> Job: ...
+    async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
+    async def wait_for_notification(self, timeout_s: float) -> bool:
+        """Block until another process announces new work, or the timeout. False on timeout."""
+        ...

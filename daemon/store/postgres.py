@@ -1,0 +1,378 @@
+"""PostgreSQL store: psycopg 3 async through trio-asyncio, one crossing per operation."""
+
+from __future__ import annotations
+
+import gochatd.aio  # noqa: I001  # trio_asyncio before psycopg
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection, sql
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from gochatd.aio import run_aio
+from gochatd.errors import (
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidTransition,
+    JobNotFound,
+    StoreUnavailable,
+)
+from gochatd.model import (
+    ClaimedJob,
+    DispatchRef,
+    EnqueueRequest,
+    EnqueueResult,
+    Finish,
+    Job,
+    JobFilter,
+    JobStatus,
+    Lease,
+    LeaseState,
+    Outcome,
+    ReapResult,
+)
+from gochatd.redact import mask_url
+from gochatd.store.queries import load_migrations, load_queries
+from gochatd.store.rows import canonical_json, claimed_from_row, job_from_row, ref_from_row
+
+Q = load_queries("postgres")
+T = TypeVar("T")
+NOTIFY_CHANNEL = "gochatd_jobs"
+_MIGRATION_LOCK = 0x6F636861  # pg_advisory_xact_lock key shared by every gochatd
+
+
+def _translate(exc: BaseException) -> Exception | None:
+    if isinstance(exc, psycopg.errors.CheckViolation | psycopg.errors.NotNullViolation):
+        return InvalidJob(f"rejected by the database: {exc.diag.constraint_name or 'constraint'}")
+    if isinstance(exc, psycopg.errors.InvalidTextRepresentation | psycopg.errors.DataError):
+        return InvalidJob("rejected by the database: invalid value")
+    if isinstance(exc, psycopg.OperationalError | PoolTimeout | OSError):
+        return StoreUnavailable(f"postgres unavailable: {type(exc).__name__}")
+    return None
+
+
+class PostgresStore:
+    dialect = "postgres"
+    has_notifications = True
+
+    def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
+        self._dsn = dsn
+        self._pool_size = pool_size
+        self._pool: AsyncConnectionPool | None = None
+        self._listener: AsyncConnection[Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({mask_url(self._dsn)!r})"
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        async def _open() -> AsyncConnectionPool:
+            pool = AsyncConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=self._pool_size,
+                open=False,
+                kwargs={"autocommit": True},
+                timeout=10.0,
+                name="gochatd",
+            )
+            try:
+                await pool.open(wait=True, timeout=10.0)
+            except BaseException:
+                await pool.close()
+                raise
+            return pool
+
+        self._pool = await self._call(_open)
+
+    async def close(self) -> None:
+        async def _close() -> None:
+            if self._listener is not None:
+                with contextlib.suppress(Exception):
+                    await self._listener.close()
+                self._listener = None
+            if self._pool is not None:
+                await self._pool.close()
+
+        await run_aio(_close)
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Cross the bridge once and translate driver errors at this boundary."""
+        try:
+            return await run_aio(fn)
+        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            translated = _translate(exc)
+            if translated is None:
+                raise
+            raise translated from None
+
+    async def _fetch(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        assert self._pool is not None, "store not opened"
+        pool = self._pool
+
+        async def _run() -> list[tuple[Any, ...]]:
+            async with pool.connection() as conn:
+                cur = await conn.execute(Q[name], params, prepare=True)
+                return await cur.fetchall() if cur.description else []
+
+        return await self._call(_run)
+
+    # -- schema ----------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        assert self._pool is not None
+        pool = self._pool
+
+        async def _migrate() -> list[str]:
+            applied: list[str] = []
+            async with pool.connection() as conn, conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS gochatd_schema_migrations ("
+                    " version integer PRIMARY KEY, name text NOT NULL,"
+                    " applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                cur = await conn.execute("SELECT version FROM gochatd_schema_migrations")
+                done = {row[0] for row in await cur.fetchall()}
+                for migration in load_migrations("postgres"):
+                    if migration.version in done:
+                        continue
+                    await conn.execute(sql.SQL(migration.up_sql))  # type: ignore[arg-type]
+                    await conn.execute(
+                        "INSERT INTO gochatd_schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.version, migration.name),
+                    )
+                    applied.append(f"{migration.version:04d}_{migration.name}")
+            return applied
+
+        return await self._call(_migrate)
+
+    async def schema_version(self) -> int:
+        assert self._pool is not None
+        pool = self._pool
+
+        async def _version() -> int:
+            async with pool.connection() as conn:
+                cur = await conn.execute("SELECT to_regclass('gochatd_schema_migrations')")
+                row = await cur.fetchone()
+                if row is None or row[0] is None:
+                    return 0
+                cur = await conn.execute("SELECT coalesce(max(version), 0) FROM gochatd_schema_migrations")
+                row = await cur.fetchone()
+                return int(row[0]) if row else 0
+
+        return await self._call(_version)
+
+    # -- producers -------------------------------------------------------------------------
+
+    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+        assert self._pool is not None
+        pool = self._pool
+        params = {
+            "tenant_id": request.tenant_id,
+            "job_type": request.job_type,
+            "queue": request.queue,
+            "payload": canonical_json(request.payload),
+            "priority": request.priority,
+            "max_attempts": request.max_attempts,
+            "scheduled_at": request.scheduled_at,
+            "delay_s": float(request.delay_s or 0.0),
+            "idempotency_key": request.idempotency_key,
+            "traceparent": request.traceparent,
+            "dispatch_now": request.dispatch_now,
+        }
+
+        async def _enqueue() -> EnqueueResult:
+            async with pool.connection() as conn:
+                for _ in range(3):  # the existing row may vanish between the two statements
+                    cur = await conn.execute(Q["enqueue_job"], params, prepare=True)
+                    row = await cur.fetchone()
+                    if row is not None:
+                        return EnqueueResult(job_from_row(row), created=True)
+                    cur = await conn.execute(Q["find_idempotent_job"], params, prepare=True)
+                    row = await cur.fetchone()
+                    if row is None:
+                        continue
+                    job = job_from_row(row)
+                    if not row[-1]:
+                        assert request.idempotency_key is not None
+                        raise IdempotencyConflict(
+                            request.tenant_id, request.idempotency_key, job.id
+                        )
+                    return EnqueueResult(job, created=False)
+            raise StoreUnavailable("enqueue raced with deletion three times")
+
+        return await self._call(_enqueue)
+
+    # -- claims ----------------------------------------------------------------------------
+
+    async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
+        if not ids:
+            return []
+        rows = await self._fetch(
+            "claim_jobs", {"ids": list(ids), "owner": owner, "lease_s": lease_s}
+        )
+        return [claimed_from_row(r, owner) for r in rows]
+
+    async def claim_due_jobs(
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        assert self._pool is not None
+        pool = self._pool
+        if limit <= 0 or not queues:
+            return []
+
+        async def _claim() -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = []
+            async with pool.connection() as conn:
+                for queue in queues:
+                    want = limit - len(rows)
+                    if want <= 0:
+                        break
+                    cur = await conn.execute(
+                        Q["claim_due_jobs"],
+                        {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s},
+                        prepare=True,
+                    )
+                    rows.extend(await cur.fetchall())
+            return rows
+
+        return [claimed_from_row(r, owner) for r in await self._call(_claim)]
+
+    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
+        if not finishes:
+            return set()
+        params = {
+            "ids": [f.job_id for f in finishes],
+            "owners": [f.lease_owner for f in finishes],
+            "fences": [f.fence for f in finishes],
+            "statuses": [f.status.value for f in finishes],
+            "delays": [max(0.0, f.delay_s) for f in finishes],
+            "refunds": [f.outcome is Outcome.INTERRUPTED for f in finishes],
+            "classes": [f.error_class for f in finishes],
+            "errors": [f.last_error for f in finishes],
+        }
+        rows = await self._fetch("finish_jobs", params)
+        return {int(r[0]) for r in rows}
+
+    async def extend_leases(
+        self, leases: Sequence[Lease], owner: str, lease_s: float
+    ) -> list[LeaseState]:
+        if not leases:
+            return []
+        rows = await self._fetch(
+            "extend_leases",
+            {
+                "ids": [lease.job_id for lease in leases],
+                "fences": [lease.fence for lease in leases],
+                "owner": owner,
+                "lease_s": lease_s,
+            },
+        )
+        return [LeaseState(int(r[0]), bool(r[1])) for r in rows]
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
+        rows = await self._fetch("reap_expired_leases", {"limit": limit})
+        retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
+        dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
+        return ReapResult(retried=retried, dead=dead)
+
+    async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
+        rows = await self._fetch("dispatch_due_jobs", {"queues": list(queues), "limit": limit})
+        return [ref_from_row(r) for r in rows]
+
+    async def redispatch_stale_jobs(
+        self, queue: str, older_than_s: float, limit: int
+    ) -> list[DispatchRef]:
+        if limit <= 0:
+            return []
+        rows = await self._fetch(
+            "redispatch_stale_jobs",
+            {"queue": queue, "older_than_s": older_than_s, "limit": limit},
+        )
+        return [ref_from_row(r) for r in rows]
+
+    async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
+        name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
+        rows = await self._fetch(name, {"queues": list(queues)})
+        value = rows[0][0] if rows else None
+        return None if value is None or not math.isfinite(value) else float(value)
+
+    # -- operators -------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        rows = await self._fetch("get_job", {"id": job_id})
+        return job_from_row(rows[0]) if rows else None
+
+    async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        rows = await self._fetch(
+            "list_jobs",
+            {
+                "status": flt.status.value if flt.status else None,
+                "queue": flt.queue,
+                "tenant_id": flt.tenant_id,
+                "job_type": flt.job_type,
+                "after_id": flt.after_id,
+                "limit": flt.limit,
+            },
+        )
+        return [job_from_row(r) for r in rows]
+
+    async def retry_job(self, job_id: int) -> Job:
+        rows = await self._fetch("retry_job", {"id": job_id})
+        if rows:
+            return job_from_row(rows[0])
+        raise await self._transition_error(job_id, "retry", "dead or cancelled")
+
+    async def cancel_job(self, job_id: int) -> Job:
+        rows = await self._fetch("cancel_waiting_job", {"id": job_id})
+        if not rows:
+            rows = await self._fetch("request_cancel_running_job", {"id": job_id})
+        if rows:
+            return job_from_row(rows[0])
+        raise await self._transition_error(job_id, "cancel", "queued, retrying or running")
+
+    async def _transition_error(self, job_id: int, verb: str, allowed: str) -> Exception:
+        job = await self.get_job(job_id)
+        if job is None:
+            return JobNotFound(job_id)
+        return InvalidTransition(f"cannot {verb} job {job_id}: it is {job.status}, not {allowed}")
+
+    async def count_jobs_by_status(self) -> dict[JobStatus, int]:
+        rows = await self._fetch("count_jobs_by_status", {})
+        return {JobStatus(r[0]): int(r[1]) for r in rows}
+
+    # -- notifications ---------------------------------------------------------------------
+
+    async def wait_for_notification(self, timeout_s: float) -> bool:
+        dsn = self._dsn
+
+        async def _wait() -> bool:
+            if self._listener is None or self._listener.closed:
+                conn = await AsyncConnection.connect(dsn, autocommit=True)
+                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                self._listener = conn
+            got = False
+            async for _ in self._listener.notifies(timeout=timeout_s, stop_after=1):
+                got = True
+            return got
+
+        try:
+            return await self._call(_wait)
+        except StoreUnavailable:
+            listener, self._listener = self._listener, None
+            if listener is not None:
+                await run_aio(_quiet_close, listener)
+            raise
+
+
+async def _quiet_close(conn: AsyncConnection[Any]) -> None:
+    with contextlib.suppress(Exception):
+        await conn.close()

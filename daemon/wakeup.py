@@ -1,0 +1,24 @@
+"""A level-triggered wake-up flag that many loops can set and one loop waits on."""
+
+from __future__ import annotations
+
+import math
+
+import trio
+
+
+class Wakeup:
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self, timeout_s: float = math.inf) -> bool:
+        """Wait until set or the timeout; clears the flag. True when it was set."""
+        with trio.move_on_after(max(0.0, timeout_s)):
+            await self._event.wait()
+        fired = self._event.is_set()
+        if fired:
+            self._event = trio.Event()
+        return fired

@@ -1,0 +1,1 @@
+"""Schema migrations and named queries, shipped inside the package as ``gochatd.sql``."""
