@@ -5,8 +5,6 @@ Exit codes: 0 success, 1 runtime error, 2 usage/config/input error (one line on 
 
 from __future__ import annotations
 
-import gochatd.aio  # noqa: I001  # trio_asyncio before psycopg
-
 import argparse
 import json
 import math
@@ -19,6 +17,7 @@ from typing import Any, NoReturn
 import trio
 
 import gochatd
+import gochatd.aio  # trio_asyncio before psycopg
 from gochatd.aio import open_loop
 from gochatd.client import Client
 from gochatd.config import FIELDS, Settings, load_settings
@@ -393,7 +392,7 @@ def _report(exc: GochatdError) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    if not argv or argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version"):
+    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
         argv = ["serve", *argv]
     args = parser.parse_args(argv)
     return COMMANDS[args.command](args)

@@ -127,7 +127,7 @@ class FieldSpec:
             raise ConfigError(f"{self.key} ({self.env}): {exc}") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{self.key} ({self.env}): must be a finite number")
-        if self.lo is not None and value < self.lo or self.hi is not None and value > self.hi:
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
             raise ConfigError(f"{self.key} ({self.env}): {value!r} is outside {self.lo}..{self.hi}")
         return value
 

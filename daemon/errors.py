@@ -69,5 +69,5 @@ class DispatchUnavailable(GochatdError):
     pass
 
 
-class NonRetryable(Exception):  # noqa: N818 - public API name fixed by the issue
+class NonRetryable(Exception):
     """Raise from a handler to make the job dead without further attempts."""

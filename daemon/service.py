@@ -261,8 +261,8 @@ class Worker:
                 self._intake_scope = intake_scope
                 if self.stopping:
                     intake_scope.cancel()
-                self.ready.set()
                 await intake.intake_loop(self)
+            self.ready.set()
             self.log.info("worker_draining", in_flight=len(self.active))
             with trio.move_on_after(self.settings.worker_shutdown_grace_s):
                 await self._wait_idle()
@@ -305,6 +305,7 @@ class Worker:
             self.mode = mode
             self.client.dispatch_ok = mode is Mode.STREAMS
             self.schedule_wakeup.set()
+        self.ready.set()
 
     def transient_error(self, where: str, exc: StoreUnavailable | DispatchUnavailable) -> None:
         key = "redis_errors" if isinstance(exc, DispatchUnavailable) else "store_errors"

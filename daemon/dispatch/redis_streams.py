@@ -8,8 +8,6 @@ XREADGROUP can strand an entry in the PEL (docs/architecture.md).
 
 from __future__ import annotations
 
-import gochatd.aio  # noqa: I001
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any

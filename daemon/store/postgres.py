@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gochatd.aio  # noqa: I001  # trio_asyncio before psycopg
-
 import contextlib
 import math
 from collections.abc import Awaitable, Callable, Sequence

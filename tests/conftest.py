@@ -1,0 +1,127 @@
+"""Shared fixtures: real PostgreSQL, real SQLite files, real redis-server processes.
+
+A missing service is an error, never a skip: CI must fail when PostgreSQL or redis-server
+is not there. PostgreSQL comes from GOCHAT_TEST_PG_DSN (default: root@127.0.0.1:5432/test);
+each test run creates its own database on that server and drops it at the end.
+"""
+
+
+import os
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from gochatd.aio import open_loop
+from gochatd.store import JobStore, open_store
+from tests.support.redis_server import RedisServer
+
+PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    base, _, _ = dsn.rpartition("/")
+    return f"{base}/{dbname}"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A fresh database for this test run, migrated once."""
+    name = f"gochatd_test_{uuid.uuid4().hex[:10]}"
+    try:
+        admin = psycopg.connect(PG_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is required at GOCHAT_TEST_PG_DSN={PG_DSN!r}: {exc}")
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    url = _with_db(PG_DSN, name)
+    yield url
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_migrated(pg_url: str) -> str:
+    import trio
+
+    async def migrate() -> None:
+        async with open_loop():
+            store = open_store(pg_url)
+            await store.open()
+            await store.migrate()
+            await store.close()
+
+    trio.run(migrate)
+    return pg_url
+
+
+@pytest.fixture
+def pg_clean(pg_migrated: str) -> str:
+    """The run's database with every job removed (ids restart)."""
+    with psycopg.connect(pg_migrated, autocommit=True) as conn:
+        conn.execute("TRUNCATE background_jobs RESTART IDENTITY")
+    return pg_migrated
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'jobs.db'}"
+
+
+@pytest.fixture(scope="session")
+def redis_binary() -> str:
+    found = os.environ.get("GOCHAT_TEST_REDIS_SERVER") or shutil.which("redis-server")
+    if not found:
+        pytest.fail("redis-server is required on PATH (or GOCHAT_TEST_REDIS_SERVER)")
+    return found
+
+
+@pytest.fixture(scope="session")
+def shared_redis(redis_binary: str) -> Iterator[RedisServer]:
+    server = RedisServer(redis_binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(shared_redis: RedisServer) -> str:
+    """A clean logical database on the run's own redis-server."""
+    shared_redis.flushall()
+    return shared_redis.url
+
+
+@pytest.fixture
+def own_redis(redis_binary: str) -> Iterator[RedisServer]:
+    """A redis-server only this test uses, so it may kill and restart it."""
+    server = RedisServer(redis_binary)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+async def aio_loop() -> AsyncIterator[None]:
+    async with open_loop():
+        yield
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("sqlite_url"))
+    return str(request.getfixturevalue("pg_clean"))
+
+
+@pytest.fixture
+async def store(aio_loop: None, backend_url: str) -> AsyncIterator[JobStore]:
+    s = open_store(backend_url)
+    await s.open()
+    await s.migrate()
+    try:
+        yield s
+    finally:
+        await s.close()
