@@ -5,6 +5,7 @@ is not there. PostgreSQL comes from GOCHAT_TEST_PG_DSN (default: root@127.0.0.1:
 each test run creates its own database on that server and drops it at the end.
 """
 
+import gochatd  # noqa: F401, I001  # imports trio_asyncio before psycopg
 
 import os
 import shutil
