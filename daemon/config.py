@@ -241,7 +241,8 @@ class Settings:
 
     def diff(self, other: Settings) -> tuple[list[str], list[str]]:
         """Keys that differ, split into (reloadable, needs_restart)."""
-        reload, restart = [], []
+        reload: list[str] = []
+        restart: list[str] = []
         for spec in FIELDS:
             if getattr(self, spec.attr) != getattr(other, spec.attr):
                 (reload if spec.reloadable else restart).append(spec.key)

@@ -221,7 +221,7 @@ class RedisStreams:
             if got:
                 return [_entry(s, i, f) for s, i, f in got]
             try:
-                res = await r.xreadgroup(
+                res: Any = await r.xreadgroup(
                     group, consumer, dict.fromkeys(keys, ">"), count=count, block=block_ms
                 )
             except ResponseError as exc:
@@ -302,55 +302,44 @@ class RedisStreams:
 
     async def backlog(self, queue: str) -> int:
         """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""
-        key, group = self.key(queue), self.group.encode()
+        key = self.key(queue)
 
         async def _backlog(r: aredis.Redis) -> int:
-            try:
-                groups = await r.xinfo_groups(key)
-            except ResponseError:
+            info = await self._group_info(r, key)
+            if info is None:
                 return 0
-            for info in groups:
-                name = info.get("name") or info.get(b"name")
-                if name in (group, group.decode()):
-                    lag = info.get("lag", info.get(b"lag"))
-                    pending = int(info.get("pending", info.get(b"pending", 0)) or 0)
-                    if lag is None:
-                        lag = await r.xlen(key)
-                    return int(lag) + pending
-            return 0
+            lag = info.get("lag")
+            if lag is None:  # unknown after deletions: assume the whole stream
+                lag = await r.xlen(key)
+            return int(lag) + int(info.get("pending") or 0)
 
         return int(await self._call(_backlog))
+
+    async def _group_info(self, r: aredis.Redis, key: str) -> dict[str, Any] | None:
+        try:
+            groups: list[dict[str, Any]] = await r.xinfo_groups(key)
+        except ResponseError:
+            return None
+        return next((g for g in groups if _text(g.get("name")) == self.group), None)
 
     async def trim(self, queues: Sequence[str]) -> int:
         """Drop entries every consumer has read and acked; returns entries removed."""
         keys = [self.key(q) for q in queues]
-        group = self.group
 
         async def _trim(r: aredis.Redis) -> int:
             removed = 0
             for key in keys:
-                try:
-                    groups = await r.xinfo_groups(key)
-                    pending = await r.xpending(key, group)
-                except ResponseError:
-                    continue
-                info = next(
-                    (g for g in groups if (g.get("name") or g.get(b"name")) in (group, group.encode())),
-                    None,
-                )
+                info = await self._group_info(r, key)
                 if info is None:
                     continue
-                last = info.get("last-delivered-id") or info.get(b"last-delivered-id")
-                floor = pending.get("min") if pending and pending.get("pending") else None
-                boundary = floor or last
-                if boundary:
-                    if isinstance(boundary, bytes):
-                        boundary = boundary.decode()
-                    if floor is None:
-                        # Everything up to and including last-delivered is acked.
-                        ms, _, seq = boundary.partition("-")
-                        boundary = f"{ms}-{int(seq or 0) + 1}"
-                    removed += int(await r.xtrim(key, minid=boundary, approximate=False))
+                pending = await r.xpending(key, self.group)
+                if pending.get("pending"):
+                    boundary = _text(pending["min"])  # oldest unacked entry stays
+                else:
+                    last = _text(info.get("last-delivered-id") or b"0-0")
+                    ms, _, seq = last.partition("-")
+                    boundary = f"{ms}-{int(seq or 0) + 1}"  # all delivered entries are acked
+                removed += int(await r.xtrim(key, minid=boundary, approximate=False))
             return removed
 
         return int(await self._call(_trim))

@@ -140,7 +140,7 @@ class PostgresStore:
                 for migration in load_migrations("postgres"):
                     if migration.version in done:
                         continue
-                    await conn.execute(sql.SQL(migration.up_sql))  # type: ignore[arg-type]
+                    await conn.execute(sql.SQL(migration.up_sql))
                     await conn.execute(
                         "INSERT INTO gochatd_schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name),
