@@ -133,17 +133,23 @@ class FieldSpec:
 
 
 def _int(raw: Any) -> int:
-    if isinstance(raw, bool):
+    if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
         raise ValueError("expected an integer")
-    if isinstance(raw, float) and not raw.is_integer():
-        raise ValueError("expected an integer")
-    return int(str(raw).strip()) if not isinstance(raw, int | float) else int(raw)
+    if isinstance(raw, int | float):
+        return int(raw)
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"expected an integer, got {str(raw)[:40]!r}") from None
 
 
 def _float(raw: Any) -> float:
     if isinstance(raw, bool):
         raise ValueError("expected a number")
-    return float(raw)
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {str(raw)[:40]!r}") from None
 
 
 def _str(raw: Any) -> str:

@@ -10,9 +10,10 @@ MAX_ERROR_CHARS = 512
 
 _URL_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.\-]*://)([^/\s:@]*)(:[^@\s/]*)?@")
 _SECRET_PAIRS = re.compile(
-    r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|authorization|bearer)\b(\s*[=:]\s*|\s+)"
+    r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key)\b(\s*[=:]\s*)"
     r"(\"[^\"]*\"|'[^']*'|[^\s,;&]+)"
 )
+_BEARER = re.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=\-]+")
 _DSN_PASSWORD = re.compile(r"(?i)\bpassword\s*=\s*\S+")
 
 
@@ -37,6 +38,7 @@ def _payload_strings(payload: Any) -> Iterable[str]:
 def redact_error(message: str, payload: Any = None, limit: int = MAX_ERROR_CHARS) -> str:
     """Strip credentials, secret-looking pairs and the job's own payload strings; cap length."""
     text = mask_url(message)
+    text = _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
     text = _DSN_PASSWORD.sub("password=***", text)
     text = _SECRET_PAIRS.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
     for value in sorted(set(_payload_strings(payload)), key=len, reverse=True):
