@@ -8,7 +8,7 @@ Public API::
     async def send_reply(ctx: gochatd.JobContext) -> None: ...
 """
 
-import gochatd.aio  # noqa: I001  # trio_asyncio must be imported before psycopg
+import gochatd.aio  # noqa: F401, I001  # trio_asyncio must be imported before psycopg
 
 from gochatd.context import JobContext
 from gochatd.errors import IdempotencyConflict, NonRetryable, StaleLease

@@ -38,7 +38,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE", help="YAML config file (default /etc/gochatd/gochatd.yaml if present)")
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML config file (default /etc/gochatd/gochatd.yaml if present)")
     p.add_argument("--database-url", metavar="URL", help="postgresql://… or sqlite:///path")
     p.add_argument("--redis-url", metavar="URL", help="redis://…; empty for none")
 

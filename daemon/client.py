@@ -10,6 +10,7 @@ re-dispatches it. Usable from any Trio code::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import re
@@ -18,6 +19,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any
 
+import trio
 import trio_asyncio
 
 from gochatd.aio import open_loop
@@ -31,6 +33,7 @@ from gochatd.store.rows import canonical_json
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
+DISPATCH_RETRY_S = 5.0
 
 
 def validate_enqueue(
@@ -126,8 +129,10 @@ class Client:
         self.streams = streams
         self.max_payload_bytes = max_payload_bytes
         self.on_enqueued = on_enqueued
-        #: False after an XADD failed; enqueues then rely on the database wake-up instead.
+        #: False after an XADD failed; enqueues then rely on the database wake-up instead,
+        #: and XADD is tried again after DISPATCH_RETRY_S.
         self.dispatch_ok = True
+        self._dispatch_retry_at = 0.0
         self._owned = contextlib.AsyncExitStack()
         self._log = get_logger(component="client")
 
@@ -179,6 +184,8 @@ class Client:
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
             priority=priority, traceparent=traceparent, max_payload_bytes=self.max_payload_bytes,
         )
+        if not self.dispatch_ok and trio.current_time() >= self._dispatch_retry_at:
+            self.dispatch_ok = True
         will_xadd = self.streams is not None and self.dispatch_ok
         if will_xadd:
             request = _with_dispatch(request)
@@ -191,6 +198,7 @@ class Client:
                 )
             except DispatchUnavailable:
                 self.dispatch_ok = False
+                self._dispatch_retry_at = trio.current_time() + DISPATCH_RETRY_S
                 self._log.warning("xadd_failed", job_id=job.id, queue=job.queue,
                                   note="the sweep will re-dispatch it")
         if result.created and self.on_enqueued is not None:
@@ -211,6 +219,4 @@ class Client:
 
 
 def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:
-    from dataclasses import replace
-
-    return replace(request, dispatch_now=True)
+    return dataclasses.replace(request, dispatch_now=True)

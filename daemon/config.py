@@ -133,7 +133,7 @@ class FieldSpec:
 
 
 def _int(raw: Any) -> int:
-    if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise ValueError("expected an integer")
     if isinstance(raw, int | float):
         return int(raw)

@@ -53,7 +53,8 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     """Run the handler; return the fenced state change to write, or None if none may be."""
     claimed = active.claimed
     job = claimed.job
-    trace_id = job.traceparent.split("-")[1] if job.traceparent and job.traceparent.count("-") >= 3 else None
+    parts = (job.traceparent or "").split("-")
+    trace_id = parts[1] if len(parts) >= 4 else None
     log = get_logger(
         job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
         attempt=job.attempts, fence=claimed.fence, trace_id=trace_id,

@@ -53,7 +53,10 @@ def test_env_names_follow_yaml_paths() -> None:
 @pytest.mark.parametrize(
     ("env", "fragment"),
     [
-        ({"GOCHAT_WORKER_CONCURRENCY": "0"}, "worker.concurrency (GOCHAT_WORKER_CONCURRENCY): 0 is outside 1..10000"),
+        (
+            {"GOCHAT_WORKER_CONCURRENCY": "0"},
+            "worker.concurrency (GOCHAT_WORKER_CONCURRENCY): 0 is outside 1..10000",
+        ),
         ({"GOCHAT_WORKER_CONCURRENCY": "ten"}, "worker.concurrency"),
         ({"GOCHAT_WORKER_CONCURRENCY": "2.5"}, "expected an integer"),
         ({"GOCHAT_WORKER_LEASE_S": "nan"}, "finite"),
@@ -77,7 +80,7 @@ def test_bad_values_name_the_key_and_range(env: dict[str, str], fragment: str) -
 def test_unknown_and_malformed_files_are_refused(tmp_path: Path) -> None:
     unknown = tmp_path / "u.yaml"
     unknown.write_text("worker:\n  concurency: 3\n")
-    with pytest.raises(ConfigError, match="unknown config key 'worker.concurency'"):
+    with pytest.raises(ConfigError, match=r"unknown config key 'worker\.concurency'"):
         load_settings(config_file=str(unknown), env={})
     broken = tmp_path / "b.yaml"
     broken.write_text("worker: [1,\n")
