@@ -156,6 +156,14 @@ def _str(raw: Any) -> str:
     return str(raw).strip()
 
 
+def _name(raw: Any) -> str:
+    """A Redis key part or consumer-group name: printable, no spaces."""
+    text = str(raw).strip()
+    if not 1 <= len(text) <= 200 or any(c.isspace() or not c.isprintable() for c in text):
+        raise ValueError("expected 1-200 printable characters without spaces")
+    return text
+
+
 def _log_format(raw: Any) -> str:
     text = str(raw).strip().lower()
     if text not in {"auto", "json", "console"}:
@@ -190,8 +198,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("worker.poll_interval_max_s", _float, 0.5, 0.005, 60, reloadable=True),
     FieldSpec("worker.reap_interval_s", _float, 5.0, 0.05, 3600, reloadable=True),
     FieldSpec("worker.db_pool_size", _int, 8, 2, 200),
-    FieldSpec("worker.redis.stream_prefix", _str, "gochat:jobs"),
-    FieldSpec("worker.redis.consumer_group", _str, "gochat-workers"),
+    FieldSpec("worker.redis.stream_prefix", _name, "gochat:jobs"),
+    FieldSpec("worker.redis.consumer_group", _name, "gochat-workers"),
     FieldSpec("worker.redis.block_timeout_s", _float, 2.0, 0.01, 60, reloadable=True),
     FieldSpec("worker.redis.sweep_interval_s", _float, 30.0, 0.05, 86400, reloadable=True),
     FieldSpec("worker.redis.stream_maxlen", _int, 100_000, 100, 100_000_000),
