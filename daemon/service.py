@@ -161,12 +161,18 @@ class Worker:
         assert self._handlers is not None
         for job in claimed:
             active = ActiveJob(job, (entries or {}).get(job.id))
-            self.limiter.acquire_on_behalf_of_nowait(active)
+            try:
+                self.limiter.acquire_on_behalf_of_nowait(active)
+                has_slot = True
+            except trio.WouldBlock:  # a reload lowered concurrency since the read
+                has_slot = False
             self.active[job.id] = active
             self.counters["claimed"] += 1
-            self._handlers.start_soon(self._run_one, active, name=f"job-{job.id}")
+            self._handlers.start_soon(self._run_one, active, has_slot, name=f"job-{job.id}")
 
-    async def _run_one(self, active: ActiveJob) -> None:
+    async def _run_one(self, active: ActiveJob, has_slot: bool) -> None:
+        if not has_slot:
+            await self.limiter.acquire_on_behalf_of(active)
         try:
             finish = await execute(active, self.registry, self.policy)
             assert self._finisher is not None
@@ -226,7 +232,6 @@ class Worker:
 
     async def run(self, *, handle_signals: bool = False) -> int:
         """Run until stopped. Returns the process exit code."""
-        forced = False
         async with self._resources():
             self.log.info(
                 "worker_starting", database=mask_url(self.settings.database_url),
@@ -246,8 +251,10 @@ class Worker:
                 await self._serve_handlers()
                 with trio.move_on_after(FINAL_FLUSH_S):
                     await self._finisher.finished.wait()
-                forced = self.counters["forced_stop"] > 0
                 root.cancel_scope.cancel()
+        # After the nursery: a forced stop cancels the root scope, so nothing in its body
+        # after the cancelled await runs.
+        forced = self.counters["forced_stop"] > 0
         self.mode = Mode.STOPPED
         self.stopped.set()
         self.log.info("worker_stopped", forced=forced)

@@ -16,6 +16,7 @@ import trio
 
 from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
+from gochatd.model import ClaimedJob
 
 if TYPE_CHECKING:
     from gochatd.service import Worker
@@ -128,11 +129,15 @@ async def poll_database(worker: Worker, *, until_streams: bool) -> None:
             await worker.slot_freed.wait(PROBE_INTERVAL_S)
             continue
         try:
-            claimed = await worker.store.claim_due_jobs(
-                worker.queue_order(), free, worker.worker_id, worker.lease_s
-            )
-            if claimed:
+            # Shielded like a stream read: a claim cancelled after it committed would leave
+            # jobs running under a lease nobody heartbeats.
+            claimed: list[ClaimedJob] = []
+            with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
+                claimed = await worker.store.claim_due_jobs(
+                    worker.queue_order(), free, worker.worker_id, worker.lease_s
+                )
                 worker.start_jobs(claimed)
+            if claimed:
                 idle_s = POLL_MIN_S
                 continue
             next_due = await worker.store.next_due_in_s(worker.queues, undispatched_only=False)
