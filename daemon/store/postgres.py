@@ -87,6 +87,16 @@ class PostgresStore:
             return pool
 
         self._pool = await self._call(_open)
+        # LISTEN from the start, so work committed before the first wait is not missed.
+        await self._call(self._ensure_listener)
+
+    async def _ensure_listener(self) -> AsyncConnection[Any]:
+        """asyncio side: the dedicated autocommit connection that LISTENs."""
+        if self._listener is None or self._listener.closed:
+            conn = await AsyncConnection.connect(self._dsn, autocommit=True)
+            await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+            self._listener = conn
+        return self._listener
 
     async def close(self) -> None:
         async def _close() -> None:
@@ -350,15 +360,11 @@ class PostgresStore:
     # -- notifications ---------------------------------------------------------------------
 
     async def wait_for_notification(self, timeout_s: float) -> bool:
-        dsn = self._dsn
 
         async def _wait() -> bool:
-            if self._listener is None or self._listener.closed:
-                conn = await AsyncConnection.connect(dsn, autocommit=True)
-                await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                self._listener = conn
+            listener = await self._ensure_listener()
             got = False
-            async for _ in self._listener.notifies(timeout=timeout_s, stop_after=1):
+            async for _ in listener.notifies(timeout=timeout_s, stop_after=1):
                 got = True
             return got
 

@@ -128,6 +128,8 @@ class SqliteStore:
             self._conn = await trio.to_thread.run_sync(_connect, limiter=self._limiter)
         except sqlite3.Error as exc:
             raise StoreUnavailable(f"cannot open sqlite database {self.path!r}: {exc}") from None
+        # The baseline is taken now, so commits before the first wait are noticed.
+        self._data_version = await self._run(_data_version)
 
     async def close(self) -> None:
         conn, self._conn = self._conn, None
@@ -354,19 +356,18 @@ class SqliteStore:
     async def wait_for_notification(self, timeout_s: float) -> bool:
         """Another process committed when this connection's ``data_version`` moves."""
 
-        def _version(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("PRAGMA data_version").fetchone()[0])
-
         with trio.move_on_after(timeout_s):
             while True:
-                version = await self._run(_version)
-                if self._data_version is None:
-                    self._data_version = version
-                elif version != self._data_version:
+                version = await self._run(_data_version)
+                if version != self._data_version:
                     self._data_version = version
                     return True
                 await trio.sleep(_DATA_VERSION_POLL_S)
         return False
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _constraint(exc: sqlite3.IntegrityError) -> str:

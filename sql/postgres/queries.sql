@@ -32,7 +32,7 @@ WHERE id = ANY(%(ids)s::bigint[])
 RETURNING {job_columns};
 
 -- name: claim_due_jobs
-WITH picked AS (
+WITH picked AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
     ORDER BY priority DESC, scheduled_at, id
@@ -76,6 +76,11 @@ WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status
 RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
+WITH expired AS MATERIALIZED (
+    SELECT id FROM background_jobs
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
 UPDATE background_jobs
 SET status = CASE WHEN cancel_requested THEN 'cancelled'
                   WHEN attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
@@ -85,15 +90,13 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     last_error = 'lease expired while running: the worker stopped heartbeating',
     scheduled_at = now(), lease_expires_at = NULL, dispatched_at = NULL,
     cancel_requested = false, updated_at = now()
-WHERE id IN (SELECT id FROM background_jobs
-             WHERE status = 'running' AND lease_expires_at < now()
-             ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED)
-  AND status = 'running' AND lease_expires_at < now()
-RETURNING id, job_type, queue, tenant_id, status;
+FROM expired
+WHERE background_jobs.id = expired.id
+RETURNING background_jobs.id, job_type, queue, tenant_id, status;
 
 -- name: dispatch_due_jobs
 -- Jobs that became due without a stream entry (delayed, retried, foreign INSERTs).
-WITH due AS (
+WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
@@ -107,7 +110,7 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 
 -- name: redispatch_stale_jobs
 -- The sweep: due jobs whose last dispatch is older than the sweep interval (lost XADDs).
-WITH stale AS (
+WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
