@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
@@ -15,27 +14,21 @@ from gochatd.aio import run_aio
 from gochatd.errors import (
     IdempotencyConflict,
     InvalidJob,
-    InvalidTransition,
-    JobNotFound,
     StoreUnavailable,
 )
 from gochatd.model import (
     ClaimedJob,
-    DispatchRef,
     EnqueueRequest,
     EnqueueResult,
     Finish,
     Job,
-    JobFilter,
-    JobStatus,
     Lease,
-    LeaseState,
     Outcome,
-    ReapResult,
 )
 from gochatd.redact import mask_url
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import canonical_json, claimed_from_row, job_from_row, ref_from_row
+from gochatd.store.rows import canonical_json, job_from_row
+from gochatd.store.sql_store import SqlJobStore
 
 Q = load_queries("postgres")
 T = TypeVar("T")
@@ -53,7 +46,7 @@ def _translate(exc: BaseException) -> Exception | None:
     return None
 
 
-class PostgresStore:
+class PostgresStore(SqlJobStore):
     dialect = "postgres"
     has_notifications = True
 
@@ -119,16 +112,40 @@ class PostgresStore:
                 raise
             raise translated from None
 
-    async def _fetch(self, name: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
         assert self._pool is not None, "store not opened"
         pool = self._pool
 
-        async def _run() -> list[tuple[Any, ...]]:
+        async def _run() -> list[Any]:
             async with pool.connection() as conn:
                 cur = await conn.execute(Q[name], params, prepare=True)
                 return await cur.fetchall() if cur.description else []
 
         return await self._call(_run)
+
+    # Autocommit: every statement is its own transaction.
+    _write = _read
+
+    def _list(self, values: Sequence[Any]) -> Any:
+        return list(values)
+
+    def _job(self, row: Sequence[Any]) -> Job:
+        return job_from_row(row)
+
+    def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
+        return {
+            "ids": [f.job_id for f in finishes],
+            "owners": [f.lease_owner for f in finishes],
+            "fences": [f.fence for f in finishes],
+            "statuses": [f.status.value for f in finishes],
+            "delays": [max(0.0, f.delay_s) for f in finishes],
+            "refunds": [f.outcome is Outcome.INTERRUPTED for f in finishes],
+            "classes": [f.error_class for f in finishes],
+            "errors": [f.last_error for f in finishes],
+        }
+
+    def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
+        return {"ids": [x.job_id for x in leases], "fences": [x.fence for x in leases]}
 
     # -- schema ----------------------------------------------------------------------------
 
@@ -219,14 +236,6 @@ class PostgresStore:
 
     # -- claims ----------------------------------------------------------------------------
 
-    async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
-        if not ids:
-            return []
-        rows = await self._fetch(
-            "claim_jobs", {"ids": list(ids), "owner": owner, "lease_s": lease_s}
-        )
-        return [claimed_from_row(r, owner) for r in rows]
-
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
@@ -250,112 +259,7 @@ class PostgresStore:
                     rows.extend(await cur.fetchall())
             return rows
 
-        return [claimed_from_row(r, owner) for r in await self._call(_claim)]
-
-    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
-        if not finishes:
-            return set()
-        params = {
-            "ids": [f.job_id for f in finishes],
-            "owners": [f.lease_owner for f in finishes],
-            "fences": [f.fence for f in finishes],
-            "statuses": [f.status.value for f in finishes],
-            "delays": [max(0.0, f.delay_s) for f in finishes],
-            "refunds": [f.outcome is Outcome.INTERRUPTED for f in finishes],
-            "classes": [f.error_class for f in finishes],
-            "errors": [f.last_error for f in finishes],
-        }
-        rows = await self._fetch("finish_jobs", params)
-        return {int(r[0]) for r in rows}
-
-    async def extend_leases(
-        self, leases: Sequence[Lease], owner: str, lease_s: float
-    ) -> list[LeaseState]:
-        if not leases:
-            return []
-        rows = await self._fetch(
-            "extend_leases",
-            {
-                "ids": [lease.job_id for lease in leases],
-                "fences": [lease.fence for lease in leases],
-                "owner": owner,
-                "lease_s": lease_s,
-            },
-        )
-        return [LeaseState(int(r[0]), bool(r[1])) for r in rows]
-
-    # -- maintenance -----------------------------------------------------------------------
-
-    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
-        rows = await self._fetch("reap_expired_leases", {"limit": limit})
-        retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
-        dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
-        return ReapResult(retried=retried, dead=dead)
-
-    async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
-        rows = await self._fetch("dispatch_due_jobs", {"queues": list(queues), "limit": limit})
-        return [ref_from_row(r) for r in rows]
-
-    async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int
-    ) -> list[DispatchRef]:
-        if limit <= 0:
-            return []
-        rows = await self._fetch(
-            "redispatch_stale_jobs",
-            {"queue": queue, "older_than_s": older_than_s, "limit": limit},
-        )
-        return [ref_from_row(r) for r in rows]
-
-    async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
-        name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
-        rows = await self._fetch(name, {"queues": list(queues)})
-        value = rows[0][0] if rows else None
-        return None if value is None or not math.isfinite(value) else float(value)
-
-    # -- operators -------------------------------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job | None:
-        rows = await self._fetch("get_job", {"id": job_id})
-        return job_from_row(rows[0]) if rows else None
-
-    async def list_jobs(self, flt: JobFilter) -> list[Job]:
-        rows = await self._fetch(
-            "list_jobs",
-            {
-                "status": flt.status.value if flt.status else None,
-                "queue": flt.queue,
-                "tenant_id": flt.tenant_id,
-                "job_type": flt.job_type,
-                "after_id": flt.after_id,
-                "limit": flt.limit,
-            },
-        )
-        return [job_from_row(r) for r in rows]
-
-    async def retry_job(self, job_id: int) -> Job:
-        rows = await self._fetch("retry_job", {"id": job_id})
-        if rows:
-            return job_from_row(rows[0])
-        raise await self._transition_error(job_id, "retry", "dead or cancelled")
-
-    async def cancel_job(self, job_id: int) -> Job:
-        rows = await self._fetch("cancel_waiting_job", {"id": job_id})
-        if not rows:
-            rows = await self._fetch("request_cancel_running_job", {"id": job_id})
-        if rows:
-            return job_from_row(rows[0])
-        raise await self._transition_error(job_id, "cancel", "queued, retrying or running")
-
-    async def _transition_error(self, job_id: int, verb: str, allowed: str) -> Exception:
-        job = await self.get_job(job_id)
-        if job is None:
-            return JobNotFound(job_id)
-        return InvalidTransition(f"cannot {verb} job {job_id}: it is {job.status}, not {allowed}")
-
-    async def count_jobs_by_status(self) -> dict[JobStatus, int]:
-        rows = await self._fetch("count_jobs_by_status", {})
-        return {JobStatus(r[0]): int(r[1]) for r in rows}
+        return [self._claimed(r, owner) for r in await self._call(_claim)]
 
     # -- notifications ---------------------------------------------------------------------
 

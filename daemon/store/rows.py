@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from gochatd.model import ClaimedJob, DispatchRef, Job, JobStatus
+from gochatd.model import DispatchRef, Job, JobStatus
 from gochatd.store.queries import JOB_COLUMNS
 
 _INDEX = {name: i for i, name in enumerate(JOB_COLUMNS)}
@@ -33,13 +33,6 @@ def job_from_row(row: Sequence[Any], to_time: Callable[[Any], datetime | None] |
     values["status"] = JobStatus(values["status"])
     values["cancel_requested"] = bool(values["cancel_requested"])
     return Job(**values)
-
-
-def claimed_from_row(
-    row: Sequence[Any], owner: str, to_time: Callable[[Any], datetime | None] | None = None
-) -> ClaimedJob:
-    job = job_from_row(row, to_time)
-    return ClaimedJob(job=job, lease_owner=owner, fence=job.fence)
 
 
 def ref_from_row(row: Sequence[Any]) -> DispatchRef:

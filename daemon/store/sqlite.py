@@ -8,7 +8,6 @@ through ``PRAGMA data_version``.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,43 +18,27 @@ import trio
 from gochatd.errors import (
     IdempotencyConflict,
     InvalidJob,
-    InvalidTransition,
-    JobNotFound,
     StoreUnavailable,
 )
 from gochatd.model import (
     ClaimedJob,
-    DispatchRef,
     EnqueueRequest,
     EnqueueResult,
     Finish,
     Job,
-    JobFilter,
-    JobStatus,
     Lease,
-    LeaseState,
     Outcome,
-    ReapResult,
 )
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import (
-    canonical_json,
-    claimed_from_row,
-    epoch_to_datetime,
-    job_from_row,
-    ref_from_row,
-)
+from gochatd.store.rows import canonical_json, epoch_to_datetime, job_from_row
+from gochatd.store.sql_store import SqlJobStore
 
 Q = load_queries("sqlite")
 T = TypeVar("T")
 _DATA_VERSION_POLL_S = 0.05
 
 
-def _epoch(value: Any) -> Any:
-    return epoch_to_datetime(value)
-
-
-class SqliteStore:
+class SqliteStore(SqlJobStore):
     dialect = "sqlite"
     has_notifications = True
 
@@ -93,22 +76,28 @@ class SqliteStore:
 
         return await trio.to_thread.run_sync(call, limiter=self._limiter)
 
-    @staticmethod
-    def _write(conn: sqlite3.Connection, name: str, params: dict[str, Any]) -> list[Any]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            rows = conn.execute(Q[name], params).fetchall()
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return rows
-
-    async def _fetch(self, name: str, params: dict[str, Any]) -> list[Any]:
+    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
         return await self._run(lambda conn: conn.execute(Q[name], params).fetchall())
 
-    async def _modify(self, name: str, params: dict[str, Any]) -> list[Any]:
-        return await self._run(lambda conn: self._write(conn, name, params))
+    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
+        return await self._run(lambda conn: _in_transaction(conn, Q[name], params))
+
+    def _list(self, values: Sequence[Any]) -> Any:
+        return json.dumps(list(values))
+
+    def _job(self, row: Sequence[Any]) -> Job:
+        return job_from_row(row, epoch_to_datetime)
+
+    def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
+        batch = [
+            [f.job_id, f.lease_owner, f.fence, f.status.value, max(0.0, f.delay_s),
+             f.outcome is Outcome.INTERRUPTED, f.error_class, f.last_error]
+            for f in finishes
+        ]
+        return {"batch": json.dumps(batch)}
+
+    def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
+        return {"leases": json.dumps([[x.job_id, x.fence] for x in leases])}
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -199,10 +188,10 @@ class SqliteStore:
             try:
                 row = conn.execute(Q["enqueue_job"], params).fetchone()
                 if row is not None:
-                    result = EnqueueResult(job_from_row(row, _epoch), created=True)
+                    result = EnqueueResult(self._job(row), created=True)
                 else:
                     row = conn.execute(Q["find_idempotent_job"], params).fetchone()
-                    job = job_from_row(row, _epoch)
+                    job = self._job(row)
                     if not row[-1]:
                         assert request.idempotency_key is not None
                         raise IdempotencyConflict(
@@ -218,14 +207,6 @@ class SqliteStore:
         return await self._run(_enqueue)
 
     # -- claims ----------------------------------------------------------------------------
-
-    async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
-        if not ids:
-            return []
-        rows = await self._modify(
-            "claim_jobs", {"ids": json.dumps(list(ids)), "owner": owner, "lease_s": lease_s}
-        )
-        return [claimed_from_row(r, owner, _epoch) for r in rows]
 
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
@@ -249,107 +230,7 @@ class SqliteStore:
             conn.execute("COMMIT")
             return rows
 
-        return [claimed_from_row(r, owner, _epoch) for r in await self._run(_claim)]
-
-    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
-        if not finishes:
-            return set()
-        batch = [
-            [f.job_id, f.lease_owner, f.fence, f.status.value, max(0.0, f.delay_s),
-             f.outcome is Outcome.INTERRUPTED, f.error_class, f.last_error]
-            for f in finishes
-        ]
-        rows = await self._modify("finish_jobs", {"batch": json.dumps(batch)})
-        return {int(r[0]) for r in rows}
-
-    async def extend_leases(
-        self, leases: Sequence[Lease], owner: str, lease_s: float
-    ) -> list[LeaseState]:
-        if not leases:
-            return []
-        rows = await self._modify(
-            "extend_leases",
-            {
-                "leases": json.dumps([[lease.job_id, lease.fence] for lease in leases]),
-                "owner": owner,
-                "lease_s": lease_s,
-            },
-        )
-        return [LeaseState(int(r[0]), bool(r[1])) for r in rows]
-
-    # -- maintenance -----------------------------------------------------------------------
-
-    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
-        rows = await self._modify("reap_expired_leases", {"limit": limit})
-        retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
-        dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
-        return ReapResult(retried=retried, dead=dead)
-
-    async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
-        rows = await self._modify(
-            "dispatch_due_jobs", {"queues": json.dumps(list(queues)), "limit": limit}
-        )
-        return [ref_from_row(r) for r in rows]
-
-    async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int
-    ) -> list[DispatchRef]:
-        if limit <= 0:
-            return []
-        rows = await self._modify(
-            "redispatch_stale_jobs", {"queue": queue, "older_than_s": older_than_s, "limit": limit}
-        )
-        return [ref_from_row(r) for r in rows]
-
-    async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
-        name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
-        rows = await self._fetch(name, {"queues": json.dumps(list(queues))})
-        value = rows[0][0] if rows else None
-        return None if value is None or not math.isfinite(value) else float(value)
-
-    # -- operators -------------------------------------------------------------------------
-
-    async def get_job(self, job_id: int) -> Job | None:
-        rows = await self._fetch("get_job", {"id": job_id})
-        return job_from_row(rows[0], _epoch) if rows else None
-
-    async def list_jobs(self, flt: JobFilter) -> list[Job]:
-        rows = await self._fetch(
-            "list_jobs",
-            {
-                "status": flt.status.value if flt.status else None,
-                "queue": flt.queue,
-                "tenant_id": flt.tenant_id,
-                "job_type": flt.job_type,
-                "after_id": flt.after_id,
-                "limit": flt.limit,
-            },
-        )
-        return [job_from_row(r, _epoch) for r in rows]
-
-    async def retry_job(self, job_id: int) -> Job:
-        rows = await self._modify("retry_job", {"id": job_id})
-        if rows:
-            return job_from_row(rows[0], _epoch)
-        raise await self._transition_error(job_id, "retry", "dead or cancelled")
-
-    async def cancel_job(self, job_id: int) -> Job:
-        rows = await self._modify("cancel_waiting_job", {"id": job_id})
-        if not rows:
-            rows = await self._modify("request_cancel_running_job", {"id": job_id})
-        if rows:
-            return job_from_row(rows[0], _epoch)
-        raise await self._transition_error(job_id, "cancel", "queued, retrying or running")
-
-    async def _transition_error(self, job_id: int, verb: str, allowed: str) -> Exception:
-        job = await self.get_job(job_id)
-        if job is None:
-            return JobNotFound(job_id)
-        return InvalidTransition(f"cannot {verb} job {job_id}: it is {job.status}, not {allowed}")
-
-    async def count_jobs_by_status(self) -> dict[JobStatus, int]:
-        rows = await self._fetch("count_jobs_by_status", {})
-        return {JobStatus(r[0]): int(r[1]) for r in rows}
+        return [self._claimed(r, owner) for r in await self._run(_claim)]
 
     # -- notifications ---------------------------------------------------------------------
 
@@ -364,6 +245,17 @@ class SqliteStore:
                     return True
                 await trio.sleep(_DATA_VERSION_POLL_S)
         return False
+
+
+def _in_transaction(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) -> list[Any]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        rows = conn.execute(sql, params).fetchall()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return rows
 
 
 def _data_version(conn: sqlite3.Connection) -> int:

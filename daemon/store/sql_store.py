@@ -1,0 +1,151 @@
+"""What both SQL stores share: every operation that is one named query plus decoding.
+
+A backend supplies how to run a named query (``_read``/``_write``), how to pass a list
+(PostgreSQL arrays, SQLite JSON) and how to decode a job row; the SQL itself lives in
+``sql/<dialect>/queries.sql`` under the same names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from gochatd.errors import InvalidTransition, JobNotFound
+from gochatd.model import (
+    ClaimedJob,
+    DispatchRef,
+    Finish,
+    Job,
+    JobFilter,
+    JobStatus,
+    Lease,
+    LeaseState,
+    ReapResult,
+)
+from gochatd.store.rows import ref_from_row
+
+
+class SqlJobStore:
+    # -- what a backend provides -----------------------------------------------------------
+
+    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    def _list(self, values: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    def _job(self, row: Sequence[Any]) -> Job:
+        raise NotImplementedError
+
+    def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    # -- claims and leases -----------------------------------------------------------------
+
+    def _claimed(self, row: Sequence[Any], owner: str) -> ClaimedJob:
+        job = self._job(row)
+        return ClaimedJob(job=job, lease_owner=owner, fence=job.fence)
+
+    async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
+        if not ids:
+            return []
+        rows = await self._write(
+            "claim_jobs", {"ids": self._list(list(ids)), "owner": owner, "lease_s": lease_s}
+        )
+        return [self._claimed(r, owner) for r in rows]
+
+    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
+        if not finishes:
+            return set()
+        rows = await self._write("finish_jobs", self._finish_params(finishes))
+        return {int(r[0]) for r in rows}
+
+    async def extend_leases(
+        self, leases: Sequence[Lease], owner: str, lease_s: float
+    ) -> list[LeaseState]:
+        if not leases:
+            return []
+        params = {**self._lease_params(leases), "owner": owner, "lease_s": lease_s}
+        rows = await self._write("extend_leases", params)
+        return [LeaseState(int(r[0]), bool(r[1])) for r in rows]
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
+        rows = await self._write("reap_expired_leases", {"limit": limit})
+        retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
+        dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
+        return ReapResult(retried=retried, dead=dead)
+
+    async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
+        rows = await self._write(
+            "dispatch_due_jobs", {"queues": self._list(list(queues)), "limit": limit}
+        )
+        return [ref_from_row(r) for r in rows]
+
+    async def redispatch_stale_jobs(
+        self, queue: str, older_than_s: float, limit: int
+    ) -> list[DispatchRef]:
+        if limit <= 0:
+            return []
+        rows = await self._write(
+            "redispatch_stale_jobs", {"queue": queue, "older_than_s": older_than_s, "limit": limit}
+        )
+        return [ref_from_row(r) for r in rows]
+
+    async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
+        name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
+        rows = await self._read(name, {"queues": self._list(list(queues))})
+        value = rows[0][0] if rows else None
+        return None if value is None or not math.isfinite(value) else float(value)
+
+    # -- operators -------------------------------------------------------------------------
+
+    async def get_job(self, job_id: int) -> Job | None:
+        rows = await self._read("get_job", {"id": job_id})
+        return self._job(rows[0]) if rows else None
+
+    async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        rows = await self._read(
+            "list_jobs",
+            {
+                "status": flt.status.value if flt.status else None,
+                "queue": flt.queue,
+                "tenant_id": flt.tenant_id,
+                "job_type": flt.job_type,
+                "after_id": flt.after_id,
+                "limit": flt.limit,
+            },
+        )
+        return [self._job(r) for r in rows]
+
+    async def retry_job(self, job_id: int) -> Job:
+        rows = await self._write("retry_job", {"id": job_id})
+        if rows:
+            return self._job(rows[0])
+        raise await self._transition_error(job_id, "retry", "dead or cancelled")
+
+    async def cancel_job(self, job_id: int) -> Job:
+        rows = await self._write("cancel_waiting_job", {"id": job_id})
+        if not rows:
+            rows = await self._write("request_cancel_running_job", {"id": job_id})
+        if rows:
+            return self._job(rows[0])
+        raise await self._transition_error(job_id, "cancel", "queued, retrying or running")
+
+    async def _transition_error(self, job_id: int, verb: str, allowed: str) -> Exception:
+        job = await self.get_job(job_id)
+        if job is None:
+            return JobNotFound(job_id)
+        return InvalidTransition(f"cannot {verb} job {job_id}: it is {job.status}, not {allowed}")
+
+    async def count_jobs_by_status(self) -> dict[JobStatus, int]:
+        rows = await self._read("count_jobs_by_status", {})
+        return {JobStatus(r[0]): int(r[1]) for r in rows}
