@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -133,6 +135,9 @@ class RedisStreams:
                 socket_timeout=self.block_s + 5.0,
                 health_check_interval=0,
                 client_name="gochatd",
+                # A pooled connection left over from before a Redis restart fails its first
+                # command; retry that once on a fresh connection (a real outage still fails).
+                retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
             )
             self._redis = client
             self._fill = client.register_script(_FILL_SCRIPT)

@@ -22,14 +22,19 @@ if TYPE_CHECKING:
 
 DISPATCH_BATCH = 500
 SWEEP_TARGET = 1000
+#: Marking rows dispatched and XADDing them is one step: a cancel in between (the worker
+#: stopping) would leave rows marked but never added, stranded until the sweep.
+DISPATCH_SHIELD_S = 15.0
 
 
 async def dispatch_due(worker: Worker, streams: RedisStreams) -> int:
-    refs = await worker.store.dispatch_due_jobs(worker.queues, DISPATCH_BATCH)
-    if refs:
-        await streams.publish(refs)
-        worker.counters["scheduled_dispatches"] += len(refs)
-    return len(refs)
+    with trio.CancelScope(shield=True), trio.move_on_after(DISPATCH_SHIELD_S):
+        refs = await worker.store.dispatch_due_jobs(worker.queues, DISPATCH_BATCH)
+        if refs:
+            await streams.publish(refs)
+            worker.counters["scheduled_dispatches"] += len(refs)
+        return len(refs)
+    return 0
 
 
 async def sweep(worker: Worker, streams: RedisStreams) -> int:

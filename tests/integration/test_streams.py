@@ -1,0 +1,188 @@
+"""Redis Streams dispatch: hostile entries, entries older than the consumer group, lost
+XADDs healed by the sweep, and entries stranded in a dead consumer's PEL."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import redis
+
+from gochatd.client import Client
+from gochatd.model import JobStatus
+from gochatd.registry import HandlerSpec
+from tests.integration.helpers import (
+    STREAM_GROUP,
+    Tracker,
+    insert_job,
+    make_registry,
+    migrate,
+    pending_count,
+    redis_call,
+    started_worker,
+    stream_key,
+    wait_all_status,
+    wait_for,
+    wait_for_status,
+)
+from tests.support.harness import make_settings
+from tests.support.redis_server import free_port
+from tests.support.wait import wait_until
+
+MALFORMED: list[dict[Any, Any]] = [
+    {"note": "no job id at all"},
+    {"job_id": ""},
+    {"job_id": "abc"},
+    {"job_id": "12abc"},
+    {"job_id": " 42"},
+    {"job_id": "-7"},
+    {"job_id": "0"},
+    {"job_id": "3.5"},
+    {"job_id": "9" * 40},
+    {"job_id": "١٢٣"},  # digits, but not ASCII ones
+    {"job_id": b"\xff\xfe\x00\x01"},
+    {b"\x80\x81": b"\x00\xff", "queue": "default"},
+]
+#: Well-formed, but naming no job that exists (real jobs here have small ids).
+NO_SUCH_JOB: list[dict[Any, Any]] = [
+    {"job_id": "987654321"},
+    {"job_id": "4" * 18},
+    {"job_id": "900001", "job_type": "x" * 1_000_000, "blob": b"\x00\xff" * 50_000},
+    {"job_id": "900002", **{f"f{i}": str(i) for i in range(40)}},
+]
+
+
+def _xadd_all(entries: list[dict[Any, Any]]) -> Callable[[redis.Redis], None]:
+    def run(r: redis.Redis) -> None:
+        for fields in entries:
+            r.xadd(stream_key(), fields)
+
+    return run
+
+
+async def test_malformed_entries_are_acked_counted_and_survived(
+    aio_loop: None, backend_url: str, redis_url: str
+) -> None:
+    tracker = Tracker()
+    registry = make_registry(HandlerSpec("test:count", tracker.counting()))
+    async with started_worker(make_settings(backend_url, redis_url), registry=registry) as run:
+        before = [(await run.worker.client.enqueue("test:count", {"n": i})).id for i in range(5)]
+        await redis_call(redis_url, _xadd_all(MALFORMED + NO_SUCH_JOB))
+        after = [(await run.worker.client.enqueue("test:count", {"n": i})).id for i in range(5)]
+        jobs = await wait_all_status(run.worker.store, before + after, JobStatus.COMPLETED)
+        await wait_for(lambda: run.worker.counters["malformed_entries"] == len(MALFORMED),
+                       what="every malformed entry counted")
+        # Duplicates of finished jobs are acked without running anything again.
+        await redis_call(redis_url, _xadd_all([{"job_id": str(i)} for i in before]))
+
+        async def nothing_pending() -> bool:
+            return await pending_count(redis_url) == 0
+
+        async def all_delivered() -> bool:
+            def lag(r: redis.Redis) -> int:
+                groups = r.xinfo_groups(stream_key())
+                return int(next(g for g in groups if g["name"] == STREAM_GROUP.encode())["lag"])
+
+            return await redis_call(redis_url, lag) == 0
+
+        await wait_until(all_delivered, what="every entry delivered to the group")
+        await wait_until(nothing_pending, what="every entry acked")
+        assert run.worker.mode.value == "streams"
+        last = await run.worker.client.enqueue("test:count", {"n": "last"})
+        await wait_for_status(run.worker.store, last.id, JobStatus.COMPLETED)
+        malformed = run.worker.counters["malformed_entries"]
+
+    assert malformed == len(MALFORMED)
+    assert all(tracker.executions[i] == 1 for i in before + after + [last.id])
+    assert len(tracker.executions) == len(before) + len(after) + 1
+    assert all(j.attempts == 1 for j in jobs.values())
+
+
+async def test_entries_added_before_the_group_exists_are_consumed(
+    aio_loop: None, backend_url: str, redis_url: str
+) -> None:
+    await migrate(backend_url)
+    async with Client(backend_url, redis_url) as client:
+        ids = [(await client.enqueue("sys:noop", {"n": i})).id for i in range(5)]
+
+    def groups(r: redis.Redis) -> list[Any]:
+        return list(r.xinfo_groups(stream_key()))
+
+    assert await redis_call(redis_url, groups) == []
+    # The sweep (30 s) cannot be what runs them.
+    settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=30.0)
+    async with started_worker(settings, registry=make_registry()) as run:
+        await wait_all_status(run.worker.store, ids, JobStatus.COMPLETED, timeout_s=10)
+        counters = dict(run.worker.counters)
+        assert await pending_count(redis_url) == 0
+
+    assert counters.get("sweep_redispatched", 0) == 0
+    assert counters.get("scheduled_dispatches", 0) == 0
+    assert counters.get("claimed", 0) == 5
+
+
+@pytest.mark.parametrize("how", ["xadd-fails", "foreign-row"])
+async def test_lost_dispatch_is_healed_by_the_sweep(
+    aio_loop: None, backend_url: str, redis_url: str, how: str
+) -> None:
+    """The row says 'dispatched' but no entry exists: only the sweep can find it."""
+    settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=0.5)
+    async with started_worker(settings, registry=make_registry()) as run:
+        if how == "xadd-fails":
+            dead_redis = f"redis://127.0.0.1:{free_port()}/0"
+            async with Client(backend_url, dead_redis) as producer:
+                job_id = (await producer.enqueue("sys:noop", {})).id
+                assert producer.dispatch_ok is False  # the XADD failed, the enqueue did not
+        else:
+            job_id = await insert_job(backend_url, dispatched=True)
+        row = await run.worker.store.get_job(job_id)
+        assert row is not None and row.dispatched_at is not None
+        done = await wait_for_status(run.worker.store, job_id, JobStatus.COMPLETED, timeout_s=10)
+        # Counted once the sweep pass over every queue is through.
+        await wait_for(lambda: run.worker.counters["sweep_redispatched"] >= 1,
+                       what="the sweep re-dispatched it")
+
+    assert done.attempts == 1 and done.fence == 1
+
+
+async def test_entry_stranded_in_a_dead_consumers_pel_is_reclaimed(
+    aio_loop: None, backend_url: str, redis_url: str
+) -> None:
+    await migrate(backend_url)
+    # Dispatched as far as the database knows: neither the scheduler nor (for 30 s) the
+    # sweep will touch it. The only way it can run is the stranded entry.
+    job_id = await insert_job(backend_url, dispatched=True)
+
+    def strand(r: redis.Redis) -> list[Any]:
+        key = stream_key()
+        r.xgroup_create(key, STREAM_GROUP, id="0", mkstream=True)
+        r.xadd(key, {"job_id": str(job_id), "job_type": "sys:noop", "queue": "default",
+                     "tenant_id": "default"})
+        return list(r.xreadgroup(STREAM_GROUP, "ghost-worker", {key: ">"}, count=10))
+
+    delivered = await redis_call(redis_url, strand)
+    assert len(delivered) == 1 and len(delivered[0][1]) == 1
+    assert await pending_count(redis_url) == 1
+
+    # lease 1 s: entries idle for 1 s are reclaimed; the sweep is 30 s away.
+    settings = make_settings(
+        backend_url, redis_url, worker_lease_s=1.0, worker_redis_sweep_interval_s=30.0
+    )
+    async with started_worker(settings, registry=make_registry()) as run:
+        done = await wait_for_status(run.worker.store, job_id, JobStatus.COMPLETED, timeout_s=10)
+        counters = dict(run.worker.counters)
+
+        def ghost_pending(r: redis.Redis) -> int:
+            consumers = r.xinfo_consumers(stream_key(), STREAM_GROUP)
+            return sum(int(c["pending"]) for c in consumers if c["name"] == b"ghost-worker")
+
+        async def ghost_clear() -> bool:
+            return await redis_call(redis_url, ghost_pending) == 0
+
+        await wait_until(ghost_clear, what="the ghost's PEL emptied")
+        assert await pending_count(redis_url) == 0
+
+    assert counters.get("reclaimed_entries", 0) >= 1
+    assert counters.get("sweep_redispatched", 0) == 0
+    assert done.attempts == 1 and done.fence == 1
