@@ -1,5 +1,5 @@
 """The embedded admin HTTP API and dashboard (``gochatd.admin``).
 
-Not built yet: see issue #3 (health, drain, pause, metrics, dashboard, sd_notify). The
-daemon's root nursery in ``gochatd.service`` is where its server will run.
+``create_app(worker)`` builds the Quart (quart-trio) app; ``serve_admin`` runs it with
+hypercorn inside the daemon's root nursery, stopped through its ``shutdown_trigger``.
 """

@@ -98,7 +98,7 @@ async def run_bench(args: argparse.Namespace) -> int:
         settings = Settings(
             database_url=url, redis_url=args.redis, worker_concurrency=args.concurrency,
             worker_queues={"default": 1}, worker_redis_stream_prefix=prefix,
-            worker_redis_block_timeout_s=1.0, worker_db_pool_size=8,
+            worker_redis_block_timeout_s=1.0, worker_db_pool_size=8, admin_listen="off",
         )
         # 1. sequential enqueue into a backlog nobody consumes yet
         async with Client(url, args.redis or None, stream_prefix=prefix) as producer:

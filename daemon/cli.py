@@ -113,6 +113,8 @@ def _add_serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--queues", metavar="Q[=W],…", help="queues to serve, with weights")
     p.add_argument("--concurrency", metavar="N", help="handler slots")
     p.add_argument("--migrate", action="store_true", help="apply migrations at start")
+    p.add_argument("--admin-listen", metavar="HOST:PORT|off",
+                   help="admin API and dashboard address (default 127.0.0.1:8410)")
 
 
 def _positive_int(text: str) -> int:
@@ -163,6 +165,7 @@ def _settings(args: argparse.Namespace) -> Settings:
         "handlers": getattr(args, "handlers", None),
         "worker.queues": getattr(args, "queues", None),
         "worker.concurrency": getattr(args, "concurrency", None),
+        "admin.listen": getattr(args, "admin_listen", None),
     }
     return load_settings(config_file=args.config, flags=flags)
 
@@ -187,8 +190,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     reload_args = {"config_file": args.config, "flags": {
         "database_url": args.database_url, "redis_url": args.redis_url,
         "handlers": args.handlers, "worker.queues": args.queues,
-        "worker.concurrency": args.concurrency,
+        "worker.concurrency": args.concurrency, "admin.listen": args.admin_listen,
     }}
+    if settings.admin_listen != "off":
+        from gochatd.admin.server import check_admin_settings
+
+        check_admin_settings(settings.admin_listen, settings.admin_token)
     worker = Worker(settings, migrate=args.migrate, reload_args=reload_args)
     if settings.database_url.startswith("postgres"):
         _require_schema(settings, args.migrate)

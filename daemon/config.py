@@ -164,6 +164,17 @@ def _name(raw: Any) -> str:
     return text
 
 
+def _listen(raw: Any) -> str:
+    """``host:port`` ([v6]:port allowed) or ``off``."""
+    text = str(raw).strip()
+    if text.lower() in {"off", "none", "false", ""}:
+        return "off"
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise ValueError("expected host:port (for example 127.0.0.1:8410) or off")
+    return text
+
+
 def _log_format(raw: Any) -> str:
     text = str(raw).strip().lower()
     if text not in {"auto", "json", "console"}:
@@ -205,6 +216,11 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("worker.redis.stream_maxlen", _int, 100_000, 100, 100_000_000),
     FieldSpec("log.level", _log_level, "info", reloadable=True),
     FieldSpec("log.format", _log_format, "auto"),
+    FieldSpec("admin.listen", _listen, "127.0.0.1:8410",
+              help="host:port of the admin API and dashboard; 'off' disables it"),
+    FieldSpec("admin.token", _str, "", secret=True, reloadable=True,
+              help="bearer token for mutating admin endpoints; required off loopback"),
+    FieldSpec("admin.max_body_bytes", _int, 1 << 20, 1024, 64 << 20),
 )
 FIELDS_BY_KEY = {f.key: f for f in FIELDS}
 FIELDS_BY_ATTR = {f.attr: f for f in FIELDS}
@@ -234,6 +250,9 @@ class Settings:
     worker_redis_stream_maxlen: int = 100_000
     log_level: str = "info"
     log_format: str = "auto"
+    admin_listen: str = "127.0.0.1:8410"
+    admin_token: str = ""
+    admin_max_body_bytes: int = 1 << 20
     #: Where each value came from: default, file, env or flag.
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     config_file: str | None = field(default=None, compare=False)
@@ -250,7 +269,9 @@ class Settings:
         out: dict[str, Any] = {}
         for spec in FIELDS:
             value = getattr(self, spec.attr)
-            out[spec.key] = mask_url(value) if spec.secret and isinstance(value, str) else value
+            if spec.secret and isinstance(value, str):
+                value = mask_url(value) if "://" in value else ("***" if value else "")
+            out[spec.key] = value
         return out
 
     def diff(self, other: Settings) -> tuple[list[str], list[str]]:

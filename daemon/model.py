@@ -203,3 +203,16 @@ class JobFilter:
     job_type: str | None = None
     limit: int = 100
     after_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's depth, as the admin API and metrics show it."""
+
+    queue: str
+    queued: int = 0  # due now
+    delayed: int = 0  # queued or retrying, not yet due
+    running: int = 0
+    retrying: int = 0
+    dead: int = 0
+    oldest_due_age_s: float | None = None

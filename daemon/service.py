@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import math
 import random
 import signal
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import trio
@@ -35,19 +35,23 @@ from gochatd.config import Settings, load_settings
 from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
 from gochatd.errors import ConfigError, DispatchUnavailable, StoreUnavailable
 from gochatd.logs import configure_logging, get_logger
-from gochatd.loops import heartbeat, intake, notify, reap, schedule
+from gochatd.loops import heartbeat, intake, notify, pauses, reap, schedule, watchdog
 from gochatd.loops.finish import Finisher, FinishRequest
+from gochatd.metrics import Metrics
 from gochatd.model import ClaimedJob, Job
 from gochatd.redact import mask_url
 from gochatd.registry import REGISTRY, Registry
 from gochatd.retry import Backoff
 from gochatd.runner import ActiveJob, RunPolicy, StopReason, execute
+from gochatd.sdnotify import Notifier
 from gochatd.store import JobStore, open_store
 from gochatd.wakeup import Wakeup
 
 #: After the grace period, interrupted handlers get this long to unwind before the
 #: handler nursery is cancelled outright.
 UNWIND_S = 5.0
+#: In-flight admin requests get this long to finish once everything else has stopped.
+ADMIN_GRACE_S = 5.0
 #: The finisher gets this long to write the last states after every handler returned.
 FINAL_FLUSH_S = 10.0
 
@@ -95,6 +99,20 @@ class Worker:
         self._intake_scope: trio.CancelScope | None = None
         self._finisher: Finisher | None = None
         self._rng = random.Random()
+        # control plane (admin API, signals)
+        self.draining = False
+        self.exit_when_drained = False
+        self.paused_local = False
+        self.paused_queues: frozenset[str] = frozenset()
+        self.started_at = datetime.now(UTC)
+        self.last_reload_at: datetime | None = None
+        self.pending_restart: list[str] = []
+        self.admin_address: str | None = None
+        self.notifier = Notifier()
+        self.metrics = Metrics(registry.job_types)
+        self.metrics.watch(lambda: self.counters, lambda: len(self.active), lambda: self.mode.value)
+        self._admin_shutdown = trio.Event()
+        self._admin_stopped = trio.Event()
         self._apply_reloadable(settings)
 
     # -- settings --------------------------------------------------------------------------
@@ -115,6 +133,8 @@ class Worker:
             self.log.error("reload_rejected", error=str(exc))
             return [], []
         applied, restart = self.settings.diff(fresh)
+        self.last_reload_at = datetime.now(UTC)
+        self.pending_restart = restart
         merged = self.settings.with_changes(
             **{k.replace(".", "_"): getattr(fresh, k.replace(".", "_")) for k in applied}
         )
@@ -130,17 +150,27 @@ class Worker:
     def queues(self) -> list[str]:
         return [q for q, w in self.settings.worker_queues.items() if w > 0]
 
+    @property
+    def intake_queues(self) -> list[str]:
+        """The queues this worker claims from now: weight above zero and not paused."""
+        return [q for q in self.queues if q not in self.paused_queues]
+
     def queue_order(self) -> list[str]:
         """This round's read order: strict by weight, or a weighted random shuffle so every
         queue with a weight above zero is sometimes first (never starved)."""
-        weights = {q: w for q, w in self.settings.worker_queues.items() if w > 0}
+        weights = {
+            q: w for q, w in self.settings.worker_queues.items()
+            if w > 0 and q not in self.paused_queues
+        }
         if self.settings.worker_strict_priority:
             return sorted(weights, key=lambda q: -weights[q])
         keyed = [(self._rng.random() ** (1.0 / w), q) for q, w in weights.items()]
         return [q for _, q in sorted(keyed, reverse=True)]
 
     def free_slots(self) -> int:
-        return 0 if self.stopping else int(self.limiter.available_tokens)
+        if self.stopping or self.draining or self.paused_local:
+            return 0
+        return int(self.limiter.available_tokens)
 
     @property
     def lease_s(self) -> float:
@@ -176,7 +206,12 @@ class Worker:
         try:
             finish = await execute(active, self.registry, self.policy)
             assert self._finisher is not None
-            applied = await self._finisher.submit(finish, active.entry)
+            job = active.claimed.job
+            if job.locked_at is not None:
+                self.metrics.claim_latency.labels(job.queue).observe(
+                    max(0.0, (job.locked_at - job.scheduled_at).total_seconds())
+                )
+            applied = await self._finisher.submit(finish, active.entry, job)
             if finish is not None and not applied:
                 self.counters["stale_rejections"] += 1
                 self.log.warning("finish_rejected_stale", job_id=active.claimed.id,
@@ -185,11 +220,18 @@ class Worker:
             self.active.pop(active.claimed.id, None)
             self.limiter.release_on_behalf_of(active)
             self.slot_freed.set()
+            if self.draining and self.exit_when_drained and not self.active:
+                self.request_stop()
 
     def _on_flushed(self, batch: list[FinishRequest]) -> None:
         for request in batch:
             if request.applied and request.finish is not None:
                 self.counters[f"finished_{request.finish.outcome.value}"] += 1
+                if request.job is not None:
+                    self.metrics.finished.labels(
+                        request.job.queue, self.metrics.job_type_label(request.job.job_type),
+                        request.finish.outcome.value,
+                    ).inc()
         if any(r.finish is not None and r.finish.status.value == "retrying" for r in batch):
             self.schedule_wakeup.set()
             self.intake_wakeup.set()
@@ -248,9 +290,19 @@ class Worker:
                 root.start_soon(heartbeat.heartbeat_loop, self)
                 root.start_soon(schedule.schedule_loop, self)
                 root.start_soon(notify.notify_loop, self)
+                root.start_soon(pauses.pauses_loop, self)
+                root.start_soon(watchdog.watchdog_loop, self)
+                if self.settings.admin_listen != "off":
+                    self.admin_address = await root.start(self._run_admin)
+                else:
+                    self._admin_stopped.set()
                 await self._serve_handlers()
                 with trio.move_on_after(FINAL_FLUSH_S):
                     await self._finisher.finished.wait()
+                # The admin server drains its requests (graceful), then everything else stops.
+                self._admin_shutdown.set()
+                with trio.move_on_after(ADMIN_GRACE_S):
+                    await self._admin_stopped.wait()
                 root.cancel_scope.cancel()
         # After the nursery: a forced stop cancels the root scope, so nothing in its body
         # after the cancelled await runs.
@@ -259,6 +311,14 @@ class Worker:
         self.stopped.set()
         self.log.info("worker_stopped", forced=forced)
         return 1 if forced else 0
+
+    async def _run_admin(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+        from gochatd.admin.server import serve_admin
+
+        try:
+            await serve_admin(self, self._admin_shutdown.wait, task_status=task_status)
+        finally:
+            self._admin_stopped.set()
 
     async def _serve_handlers(self) -> None:
         assert self._finisher is not None
@@ -292,6 +352,7 @@ class Worker:
             return
         self.stopping = True
         self.log.info("worker_stop_requested")
+        self.notifier.stopping(f"stopping; in flight {len(self.active)}")
         if self._intake_scope is not None:
             self._intake_scope.cancel()
         self.slot_freed.set()
@@ -312,13 +373,18 @@ class Worker:
             self.mode = mode
             self.client.dispatch_ok = mode is Mode.STREAMS
             self.schedule_wakeup.set()
-        self.ready.set()
+        if not self.ready.is_set():
+            self.ready.set()
+            self.notifier.ready(self.status_line())
+        else:
+            self.notifier.status(self.status_line())
+
+    def status_line(self) -> str:
+        state = "draining" if self.draining else "paused" if self.paused_local else "serving"
+        return f"{state}; mode {self.mode.value}; in flight {len(self.active)}"
 
     def transient_error(self, where: str, exc: StoreUnavailable | DispatchUnavailable) -> None:
         key = "redis_errors" if isinstance(exc, DispatchUnavailable) else "store_errors"
         self.counters[key] += 1
         self.log.warning(f"{where}_failed", error=str(exc))
 
-
-def _finite(value: float | None, default: float = math.inf) -> float:
-    return default if value is None else value

@@ -12,7 +12,7 @@ import trio
 from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.logs import get_logger
-from gochatd.model import Finish
+from gochatd.model import Finish, Job
 from gochatd.store import JobStore
 
 MAX_BATCH = 512
@@ -22,6 +22,7 @@ MAX_BATCH = 512
 class FinishRequest:
     finish: Finish | None  # None: nothing to write, only the entry to ack
     entry: StreamEntry | None
+    job: Job | None = None  # for metrics labels
     done: trio.Event = field(default_factory=trio.Event)
     applied: bool = False
 
@@ -45,8 +46,10 @@ class Finisher:
         self.finished = trio.Event()
         self._log = get_logger(component="finisher")
 
-    async def submit(self, finish: Finish | None, entry: StreamEntry | None) -> bool:
-        request = FinishRequest(finish, entry)
+    async def submit(
+        self, finish: Finish | None, entry: StreamEntry | None, job: Job | None = None
+    ) -> bool:
+        request = FinishRequest(finish, entry, job)
         self.send_channel.send_nowait(request)
         await request.done.wait()
         return request.applied

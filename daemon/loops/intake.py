@@ -61,12 +61,15 @@ async def consume_streams(worker: Worker, streams: RedisStreams) -> None:
         if trio.current_time() >= next_reclaim:
             next_reclaim = trio.current_time() + reclaim_every_s
             with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
-                stranded = await streams.autoclaim(worker.queues, worker.lease_s, free)
+                stranded = await streams.autoclaim(worker.intake_queues, worker.lease_s, free)
                 if stranded:
                     worker.counters["reclaimed_entries"] += len(stranded)
                     await accept_entries(worker, streams, stranded)
             continue
         order = worker.queue_order()
+        if not order:  # every queue paused
+            await worker.intake_wakeup.wait(1.0)
+            continue
         # Never cancel an in-flight XREADGROUP: the server may already have moved the entry
         # into our PEL. The read is bounded by BLOCK instead, and stop waits for it.
         with trio.CancelScope(shield=True), trio.move_on_after(
@@ -140,7 +143,9 @@ async def poll_database(worker: Worker, *, until_streams: bool) -> None:
             if claimed:
                 idle_s = POLL_MIN_S
                 continue
-            next_due = await worker.store.next_due_in_s(worker.queues, undispatched_only=False)
+            next_due = await worker.store.next_due_in_s(
+                worker.intake_queues, undispatched_only=False
+            )
         except StoreUnavailable as exc:
             worker.transient_error("poll", exc)
             await trio.sleep(min(idle_s * 4, 2.0))

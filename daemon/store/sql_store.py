@@ -21,6 +21,7 @@ from gochatd.model import (
     JobStatus,
     Lease,
     LeaseState,
+    QueueStats,
     ReapResult,
 )
 from gochatd.store.rows import ref_from_row
@@ -149,3 +150,33 @@ class SqlJobStore:
     async def count_jobs_by_status(self) -> dict[JobStatus, int]:
         rows = await self._read("count_jobs_by_status", {})
         return {JobStatus(r[0]): int(r[1]) for r in rows}
+
+    async def retry_dead_jobs(self, flt: JobFilter) -> list[int]:
+        rows = await self._write(
+            "retry_dead_jobs",
+            {"queue": flt.queue, "tenant_id": flt.tenant_id, "job_type": flt.job_type,
+             "limit": flt.limit},
+        )
+        return sorted(int(r[0]) for r in rows)
+
+    # -- queues ----------------------------------------------------------------------------
+
+    async def pause_queue(self, queue: str, by: str) -> bool:
+        return bool(await self._write("pause_queue", {"queue": queue, "by": by}))
+
+    async def resume_queue(self, queue: str) -> bool:
+        return bool(await self._write("resume_queue", {"queue": queue}))
+
+    async def paused_queues(self) -> set[str]:
+        return {str(r[0]) for r in await self._read("list_paused_queues", {})}
+
+    async def queue_stats(self) -> list[QueueStats]:
+        rows = await self._read("queue_stats", {})
+        return [
+            QueueStats(
+                queue=str(r[0]), queued=int(r[1] or 0), delayed=int(r[2] or 0),
+                running=int(r[3] or 0), retrying=int(r[4] or 0), dead=int(r[5] or 0),
+                oldest_due_age_s=None if r[6] is None else max(0.0, float(r[6])),
+            )
+            for r in rows
+        ]

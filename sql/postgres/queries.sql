@@ -167,3 +167,46 @@ RETURNING {job_columns};
 
 -- name: count_jobs_by_status
 SELECT status, count(*) FROM background_jobs GROUP BY status;
+
+-- name: pause_queue
+INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (%(queue)s, %(by)s)
+ON CONFLICT (queue) DO NOTHING
+RETURNING queue;
+
+-- name: resume_queue
+DELETE FROM gochatd_queue_pauses WHERE queue = %(queue)s
+RETURNING queue;
+
+-- name: list_paused_queues
+SELECT queue FROM gochatd_queue_pauses ORDER BY queue;
+
+-- name: queue_stats
+SELECT queue,
+       count(*) FILTER (WHERE status = 'queued' AND scheduled_at <= now()),
+       count(*) FILTER (WHERE status IN ('queued', 'retrying') AND scheduled_at > now()),
+       count(*) FILTER (WHERE status = 'running'),
+       count(*) FILTER (WHERE status = 'retrying'),
+       count(*) FILTER (WHERE status = 'dead'),
+       EXTRACT(EPOCH FROM (now() - min(scheduled_at) FILTER (
+           WHERE status IN ('queued', 'retrying') AND scheduled_at <= now())))::float8
+FROM background_jobs
+WHERE status IN ('queued', 'retrying', 'running', 'dead')
+GROUP BY queue;
+
+-- name: retry_dead_jobs
+-- Bulk manual retry of dead jobs matching a filter; returns the ids moved to queued.
+WITH picked AS MATERIALIZED (
+    SELECT id FROM background_jobs
+    WHERE status = 'dead'
+      AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+      AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+      AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+    ORDER BY id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE background_jobs AS j
+SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = false, updated_at = now()
+FROM picked WHERE j.id = picked.id
+RETURNING j.id;

@@ -154,3 +154,42 @@ RETURNING {job_columns};
 
 -- name: count_jobs_by_status
 SELECT status, count(*) FROM background_jobs GROUP BY status;
+
+-- name: pause_queue
+INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (:queue, :by)
+ON CONFLICT (queue) DO NOTHING
+RETURNING queue;
+
+-- name: resume_queue
+DELETE FROM gochatd_queue_pauses WHERE queue = :queue
+RETURNING queue;
+
+-- name: list_paused_queues
+SELECT queue FROM gochatd_queue_pauses ORDER BY queue;
+
+-- name: queue_stats
+SELECT queue,
+       sum(status = 'queued' AND scheduled_at <= {now}),
+       sum(status IN ('queued', 'retrying') AND scheduled_at > {now}),
+       sum(status = 'running'),
+       sum(status = 'retrying'),
+       sum(status = 'dead'),
+       {now} - min(CASE WHEN status IN ('queued', 'retrying') AND scheduled_at <= {now}
+                        THEN scheduled_at END)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying', 'running', 'dead')
+GROUP BY queue;
+
+-- name: retry_dead_jobs
+UPDATE background_jobs
+SET status = 'queued', attempts = 0, scheduled_at = {now}, failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = 0, updated_at = {now}
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE status = 'dead'
+      AND (:queue IS NULL OR queue = :queue)
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+      AND (:job_type IS NULL OR job_type = :job_type)
+    ORDER BY id
+    LIMIT :limit)
+RETURNING id;

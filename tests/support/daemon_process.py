@@ -48,6 +48,8 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env.pop("PYTHONPATH", None)
     env["PYTHONPATH"] = str(REPO_ROOT)
     env["PYTHONUNBUFFERED"] = "1"
+    # Several daemons run at once: each admin server takes an ephemeral port.
+    env["GOCHAT_ADMIN_LISTEN"] = "127.0.0.1:0"
     env.update(extra or {})
     return env
 

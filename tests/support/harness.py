@@ -17,6 +17,7 @@ def make_settings(database_url: str, redis_url: str = "", **overrides: Any) -> S
     base: dict[str, Any] = {
         "database_url": database_url,
         "redis_url": redis_url,
+        "admin_listen": "off",
         "worker_lease_s": 5.0,
         "worker_shutdown_grace_s": 5.0,
         "worker_redis_block_timeout_s": 0.2,

@@ -1,0 +1,216 @@
+"""/v1: queues, jobs, drain/pause/resume, reload, the OpenAPI document."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from quart import Response, jsonify, request
+from quart_trio import QuartTrio
+
+from gochatd import control
+from gochatd.admin.app import ApiError, json_body
+from gochatd.admin.openapi import openapi_document
+from gochatd.config import DEFAULT_QUEUE_WEIGHTS
+from gochatd.model import Job, JobFilter, JobStatus
+from gochatd.registry import QUEUE_RE
+
+if TYPE_CHECKING:
+    from gochatd.service import Worker
+
+MAX_PAGE = 500
+MAX_ID = 2**63 - 1
+
+
+def job_json(job: Job) -> dict[str, Any]:
+    return job.to_dict()
+
+
+def _int_arg(name: str, raw: str | None, default: int, lo: int, hi: int) -> int:
+    if raw is None or raw == "":
+        return default
+    if not raw.isascii() or not raw.isdigit():
+        raise ApiError(400, "bad_request", f"{name} must be an integer in {lo}..{hi}")
+    value = int(raw)
+    if not lo <= value <= hi:
+        raise ApiError(400, "bad_request", f"{name} must be an integer in {lo}..{hi}")
+    return value
+
+
+def _job_id(raw: str) -> int:
+    return _int_arg("id", raw, 0, 1, MAX_ID)
+
+
+def _text_arg(name: str, raw: Any, limit: int = 200) -> str | None:
+    if raw is None or raw == "":
+        return None
+    if not isinstance(raw, str) or len(raw) > limit:
+        raise ApiError(400, "bad_request", f"{name} must be a string of at most {limit} characters")
+    return raw
+
+
+def _queue_arg(raw: Any) -> str | None:
+    value = _text_arg("queue", raw, 64)
+    if value is not None and not QUEUE_RE.match(value):
+        raise ApiError(400, "bad_request", "queue must match [A-Za-z0-9_-]{1,64}")
+    return value
+
+
+def _status_arg(raw: Any) -> JobStatus | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        return JobStatus(raw)
+    except ValueError:
+        allowed = ", ".join(s.value for s in JobStatus)
+        raise ApiError(400, "bad_request", f"status must be one of: {allowed}") from None
+
+
+async def _body(allowed: set[str]) -> dict[str, Any]:
+    raw = await request.get_data()
+    if not raw.strip():
+        return {}
+    data = await request.get_json(force=True, silent=True)
+    if data is None:
+        raise ApiError(400, "bad_json", "the body is not valid JSON")
+    return json_body(data, allowed)
+
+
+def register(app: QuartTrio, worker: Worker) -> None:
+    async def known_queues() -> set[str]:
+        stats = await worker.store.queue_stats()
+        return (set(worker.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
+                | {s.queue for s in stats} | set(await worker.store.paused_queues()))
+
+    @app.get("/v1/openapi.json")
+    async def openapi() -> Response:
+        return jsonify(openapi_document())
+
+    # -- this process ----------------------------------------------------------------------
+
+    @app.post("/v1/drain")
+    async def drain() -> Response:
+        await _body(set())
+        exit_flag = request.args.get("exit", "false").lower()
+        if exit_flag not in {"true", "false", "1", "0"}:
+            raise ApiError(400, "bad_request", "exit must be true or false")
+        control.drain(worker, exit_when_drained=exit_flag in {"true", "1"})
+        return jsonify(control.status(worker))
+
+    @app.post("/v1/pause")
+    async def pause() -> Response:
+        await _body(set())
+        control.pause(worker)
+        return jsonify(control.status(worker))
+
+    @app.post("/v1/resume")
+    async def resume() -> Response:
+        await _body(set())
+        if worker.stopping:
+            raise ApiError(409, "stopping", "the worker is stopping and cannot resume")
+        control.resume(worker)
+        return jsonify(control.status(worker))
+
+    @app.post("/v1/reload")
+    async def reload() -> Response:
+        await _body(set())
+        applied, restart = worker.reload()
+        return jsonify({"applied": applied, "needs_restart": restart,
+                        "reloaded_at": worker.last_reload_at.isoformat()
+                        if worker.last_reload_at else None})
+
+    # -- queues (fleet-wide) ---------------------------------------------------------------
+
+    @app.get("/v1/queues")
+    async def queues() -> Response:
+        stats = {s.queue: s for s in await worker.store.queue_stats()}
+        paused = await worker.store.paused_queues()
+        names = sorted(set(worker.settings.worker_queues) | set(stats) | paused)
+        out = []
+        for name in names:
+            s = stats.get(name)
+            out.append({
+                "queue": name,
+                "queued": s.queued if s else 0,
+                "delayed": s.delayed if s else 0,
+                "running": s.running if s else 0,
+                "retrying": s.retrying if s else 0,
+                "dead": s.dead if s else 0,
+                "oldest_due_age_s": s.oldest_due_age_s if s else None,
+                "paused": name in paused,
+                "weight": worker.settings.worker_queues.get(name, 0),
+            })
+        return jsonify({"queues": out})
+
+    async def set_paused(queue: str, paused: bool) -> Response:
+        await _body(set())
+        name = _queue_arg(queue)
+        assert name is not None
+        if name not in await known_queues():
+            raise ApiError(404, "unknown_queue", f"no queue named {name!r}")
+        if paused:
+            changed = await worker.store.pause_queue(name, worker.worker_id)
+        else:
+            changed = await worker.store.resume_queue(name)
+        worker.log.info("queue_paused" if paused else "queue_resumed", queue=name)
+        return jsonify({"queue": name, "paused": paused, "changed": changed})
+
+    @app.post("/v1/queues/<queue>/pause")
+    async def pause_queue(queue: str) -> Response:
+        return await set_paused(queue, True)
+
+    @app.post("/v1/queues/<queue>/resume")
+    async def resume_queue(queue: str) -> Response:
+        return await set_paused(queue, False)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    @app.get("/v1/jobs")
+    async def list_jobs() -> Response:
+        args = request.args
+        flt = JobFilter(
+            status=_status_arg(args.get("status")),
+            queue=_queue_arg(args.get("queue")),
+            tenant_id=_text_arg("tenant", args.get("tenant")),
+            job_type=_text_arg("job_type", args.get("job_type")),
+            limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
+            after_id=_int_arg("cursor", args.get("cursor"), 0, 0, MAX_ID) or None,
+        )
+        jobs = await worker.store.list_jobs(flt)
+        cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
+        return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
+
+    @app.get("/v1/jobs/<job_id>")
+    async def get_job(job_id: str) -> Response:
+        job = await worker.store.get_job(_job_id(job_id))
+        if job is None:
+            raise ApiError(404, "not_found", f"job {job_id} not found")
+        return jsonify(job_json(job))
+
+    @app.post("/v1/jobs/<job_id>/retry")
+    async def retry_job(job_id: str) -> Response:
+        await _body(set())
+        job = await worker.store.retry_job(_job_id(job_id))
+        worker.intake_wakeup.set()
+        worker.schedule_wakeup.set()
+        return jsonify(job_json(job))
+
+    @app.post("/v1/jobs/<job_id>/cancel")
+    async def cancel_job(job_id: str) -> Response:
+        await _body(set())
+        job = await worker.store.cancel_job(_job_id(job_id))
+        return jsonify(job_json(job))
+
+    @app.post("/v1/jobs/retry")
+    async def retry_dead() -> Response:
+        body = await _body({"queue", "tenant", "job_type", "limit"})
+        flt = JobFilter(
+            status=JobStatus.DEAD,
+            queue=_queue_arg(body.get("queue")),
+            tenant_id=_text_arg("tenant", body.get("tenant")),
+            job_type=_text_arg("job_type", body.get("job_type")),
+            limit=_int_arg("limit", str(body.get("limit", 1000)), 1000, 1, 10_000),
+        )
+        ids = await worker.store.retry_dead_jobs(flt)
+        worker.intake_wakeup.set()
+        worker.schedule_wakeup.set()
+        return jsonify({"retried": len(ids), "ids": ids[:1000]})

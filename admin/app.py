@@ -1,0 +1,111 @@
+"""The admin app: JSON everywhere (errors included), bearer auth for mutations, the routes
+of ``admin/api.py`` and ``admin/probes.py``, the dashboard at ``/``."""
+
+from __future__ import annotations
+
+import hmac
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from quart import Response, jsonify, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from gochatd.errors import InvalidTransition, JobNotFound, UserError
+
+if TYPE_CHECKING:
+    from gochatd.service import Worker
+
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def error_response(status: int, code: str, message: str) -> Response:
+    response = jsonify({"error": {"code": code, "message": message}})
+    response.status_code = status
+    return response
+
+
+def create_app(worker: Worker) -> QuartTrio:
+    app = QuartTrio("gochatd.admin")
+    app.config["MAX_CONTENT_LENGTH"] = worker.settings.admin_max_body_bytes
+    app.config["JSON_SORT_KEYS"] = False
+    app.extensions["gochatd.worker"] = worker
+
+    @app.before_request
+    async def authorize() -> Response | None:
+        if request.method in SAFE_METHODS:
+            return None
+        origin = request.headers.get("Origin")
+        if origin and urlsplit(origin).netloc != request.host:
+            # A page on another site must not drive this API from an operator's browser.
+            return error_response(403, "cross_origin", "cross-origin requests are refused")
+        token = worker.settings.admin_token
+        if not token:
+            return None  # only reachable on loopback: checked at start
+        header = request.headers.get("Authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            presented.strip().encode(), token.encode()
+        ):
+            response = error_response(401, "unauthorized", "a valid bearer token is required")
+            response.headers["WWW-Authenticate"] = 'Bearer realm="gochatd"'
+            return response
+        return None
+
+    @app.errorhandler(ApiError)
+    async def api_error(exc: ApiError) -> Response:
+        return error_response(exc.status, exc.code, exc.message)
+
+    @app.errorhandler(JobNotFound)
+    async def not_found(exc: JobNotFound) -> Response:
+        return error_response(404, "not_found", str(exc))
+
+    @app.errorhandler(InvalidTransition)
+    async def conflict(exc: InvalidTransition) -> Response:
+        return error_response(409, "invalid_transition", str(exc))
+
+    @app.errorhandler(UserError)
+    async def bad_input(exc: UserError) -> Response:
+        return error_response(400, "bad_request", str(exc))
+
+    @app.errorhandler(HTTPException)
+    async def http_error(exc: HTTPException) -> Response:
+        code = (exc.name or "error").lower().replace(" ", "_")
+        return error_response(exc.code or 500, code, exc.description or exc.name or "error")
+
+    @app.errorhandler(Exception)
+    async def internal(exc: Exception) -> Response:
+        worker.log.error("admin_request_failed", error_class=type(exc).__name__,
+                         path=request.path)
+        return error_response(500, "internal", "internal error; see the daemon log")
+
+    @app.get("/")
+    async def dashboard() -> Response:
+        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
+        return Response(html, content_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-store"})
+
+    from gochatd.admin import api, probes
+
+    probes.register(app, worker)
+    api.register(app, worker)
+    return app
+
+
+def json_body(data: Any, allowed: set[str]) -> dict[str, Any]:
+    """Validate a JSON object body against the allowed keys."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise ApiError(400, "bad_request", f"unknown fields: {', '.join(unknown[:5])}")
+    return data

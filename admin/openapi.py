@@ -1,0 +1,182 @@
+"""The OpenAPI 3 document of the admin API, served at /v1/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gochatd
+from gochatd.model import JobStatus
+
+_NULLABLE_STR = {"type": ["string", "null"]}
+_NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    "400": _json(_ref("Error"), "bad request"),
+    "401": _json(_ref("Error"), "missing or wrong bearer token"),
+    "403": _json(_ref("Error"), "cross-origin request refused"),
+    "404": _json(_ref("Error"), "not found"),
+    "405": _json(_ref("Error"), "method not allowed"),
+    "409": _json(_ref("Error"), "not allowed in the current state"),
+    "413": _json(_ref("Error"), "body too large"),
+}
+_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {}]
+
+_JOB_ID = {"name": "job_id", "in": "path", "required": True,
+           "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}
+_QUEUE = {"name": "queue", "in": "path", "required": True,
+          "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
+
+
+def _get(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
+         extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_ERRORS, **(extra or {})}}
+    if params:
+        op["parameters"] = params
+    return {"get": op}
+
+
+def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
+          body: dict[str, Any] | None = None) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "summary": summary, "security": _SECURITY, "responses": {"200": ok, **_ERRORS},
+    }
+    if params:
+        op["parameters"] = params
+    if body:
+        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+    return {"post": op}
+
+
+def openapi_document() -> dict[str, Any]:
+    statuses = [s.value for s in JobStatus]
+    list_params = [
+        {"name": "status", "in": "query", "schema": {"type": "string", "enum": statuses}},
+        {"name": "queue", "in": "query", "schema": {"type": "string"}},
+        {"name": "tenant", "in": "query", "schema": {"type": "string"}},
+        {"name": "job_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
+                                                    "maximum": 500}},
+        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+    ]
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gochatd admin API", "version": gochatd.__version__},
+        "paths": {
+            "/healthz": _get("Liveness", _json(_ref("Health"), "the event loop answers")),
+            "/readyz": _get("Readiness", _json(_ref("Ready"), "ready"),
+                            extra={"503": _json(_ref("Ready"), "not ready")}),
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
+                "description": "Prometheus text format",
+                "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/v1/status": _get("This worker's status", _json(_ref("Status"), "status")),
+            "/v1/drain": _post(
+                "Stop claiming; in-flight jobs finish", _json(_ref("Status"), "draining"),
+                [{"name": "exit", "in": "query",
+                  "schema": {"type": "string", "enum": ["true", "false", "1", "0"]}}],
+            ),
+            "/v1/pause": _post("Stop claiming in this process", _json(_ref("Status"), "paused")),
+            "/v1/resume": _post("Resume claiming (undo drain and pause)",
+                                _json(_ref("Status"), "resumed")),
+            "/v1/reload": _post("Reload the configuration", _json(_ref("Reload"), "reloaded")),
+            "/v1/queues": _get("Queues with depth and pause state", _json(_ref("QueueList"), "queues")),
+            "/v1/queues/{queue}/pause": _post("Pause a queue fleet-wide",
+                                              _json(_ref("QueuePause"), "paused"), [_QUEUE]),
+            "/v1/queues/{queue}/resume": _post("Resume a queue fleet-wide",
+                                               _json(_ref("QueuePause"), "resumed"), [_QUEUE]),
+            "/v1/jobs": _get("List jobs", _json(_ref("JobList"), "jobs"), list_params),
+            "/v1/jobs/retry": _post(
+                "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
+                body={"type": "object", "additionalProperties": False, "properties": {
+                    "queue": {"type": "string"}, "tenant": {"type": "string"},
+                    "job_type": {"type": "string"},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+            ),
+            "/v1/jobs/{job_id}": _get("One job", _json(_ref("Job"), "the job"), [_JOB_ID]),
+            "/v1/jobs/{job_id}/retry": _post("Retry a dead or cancelled job",
+                                             _json(_ref("Job"), "queued again"), [_JOB_ID]),
+            "/v1/jobs/{job_id}/cancel": _post("Cancel a job (running: via its heartbeat)",
+                                              _json(_ref("Job"), "cancelled"), [_JOB_ID]),
+        },
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                    "type": "object", "required": ["code", "message"],
+                    "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "Health": {"type": "object", "required": ["status"],
+                           "properties": {"status": {"const": "ok"}}},
+                "Ready": {"type": "object", "required": ["status", "store", "dispatch", "draining"],
+                          "properties": {
+                              "status": {"enum": ["ready", "not_ready"]},
+                              "store": {"enum": ["ok", "down"]},
+                              "dispatch": {"enum": ["streams", "polling", "down"]},
+                              "draining": {"type": "boolean"}}},
+                "Status": {"type": "object", "required": [
+                    "worker_id", "version", "mode", "concurrency", "in_flight", "draining",
+                    "paused", "paused_queues", "uptime_s", "config_reloaded_at",
+                    "pending_restart"], "properties": {
+                    "worker_id": {"type": "string"}, "version": {"type": "string"},
+                    "mode": {"enum": ["starting", "streams", "polling", "stopped"]},
+                    "concurrency": {"type": "integer"}, "in_flight": {"type": "integer"},
+                    "draining": {"type": "boolean"}, "drained": {"type": "boolean"},
+                    "exit_when_drained": {"type": "boolean"}, "paused": {"type": "boolean"},
+                    "stopping": {"type": "boolean"},
+                    "paused_queues": {"type": "array", "items": {"type": "string"}},
+                    "queues": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "started_at": {"type": "string", "format": "date-time"},
+                    "uptime_s": {"type": "number"},
+                    "config_reloaded_at": _NULLABLE_TIME,
+                    "pending_restart": {"type": "array", "items": {"type": "string"}},
+                    "counters": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+                "Reload": {"type": "object", "required": ["applied", "needs_restart"],
+                           "properties": {
+                               "applied": {"type": "array", "items": {"type": "string"}},
+                               "needs_restart": {"type": "array", "items": {"type": "string"}},
+                               "reloaded_at": _NULLABLE_TIME}},
+                "Queue": {"type": "object", "required": [
+                    "queue", "queued", "delayed", "running", "retrying", "dead", "paused",
+                    "weight"], "properties": {
+                    "queue": {"type": "string"}, "queued": {"type": "integer"},
+                    "delayed": {"type": "integer"}, "running": {"type": "integer"},
+                    "retrying": {"type": "integer"}, "dead": {"type": "integer"},
+                    "oldest_due_age_s": {"type": ["number", "null"]},
+                    "paused": {"type": "boolean"}, "weight": {"type": "integer"}}},
+                "QueueList": {"type": "object", "required": ["queues"], "properties": {
+                    "queues": {"type": "array", "items": _ref("Queue")}}},
+                "QueuePause": {"type": "object", "required": ["queue", "paused", "changed"],
+                               "properties": {"queue": {"type": "string"},
+                                              "paused": {"type": "boolean"},
+                                              "changed": {"type": "boolean"}}},
+                "Job": {"type": "object", "required": [
+                    "id", "tenant_id", "job_type", "queue", "status", "attempts",
+                    "max_attempts", "fence"], "properties": {
+                    "id": {"type": "integer"}, "tenant_id": {"type": "string"},
+                    "job_type": {"type": "string"}, "queue": {"type": "string"},
+                    "payload": {"type": "object"}, "status": {"enum": statuses},
+                    "priority": {"type": "integer"}, "attempts": {"type": "integer"},
+                    "max_attempts": {"type": "integer"}, "fence": {"type": "integer"},
+                    "scheduled_at": {"type": "string"}, "created_at": {"type": "string"},
+                    "updated_at": {"type": "string"}, "idempotency_key": _NULLABLE_STR,
+                    "locked_by": _NULLABLE_STR, "locked_at": _NULLABLE_STR,
+                    "lease_expires_at": _NULLABLE_STR, "last_error": _NULLABLE_STR,
+                    "error_class": _NULLABLE_STR, "failed_at": _NULLABLE_STR,
+                    "completed_at": _NULLABLE_STR, "dispatched_at": _NULLABLE_STR,
+                    "traceparent": _NULLABLE_STR, "cancel_requested": {"type": "boolean"}}},
+                "JobList": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
+                    "jobs": {"type": "array", "items": _ref("Job")},
+                    "next_cursor": _NULLABLE_STR}},
+                "BulkRetry": {"type": "object", "required": ["retried", "ids"], "properties": {
+                    "retried": {"type": "integer"},
+                    "ids": {"type": "array", "items": {"type": "integer"}}}},
+            },
+        },
+    }

@@ -1,0 +1,89 @@
+"""Serve the admin app with hypercorn inside the daemon's root nursery."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from gochatd.admin.app import create_app
+from gochatd.errors import ConfigError, GochatdError
+
+if TYPE_CHECKING:
+    from gochatd.service import Worker
+
+
+def split_listen(listen: str) -> tuple[str, int]:
+    host, _, port = listen.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host in {"localhost", ""}:
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(
+                ipaddress.ip_address(info[4][0]).is_loopback
+                for info in socket.getaddrinfo(host, None)
+            )
+        except OSError:
+            return False
+
+
+def check_admin_settings(listen: str, token: str) -> None:
+    """Refuse to expose unauthenticated mutations beyond this host."""
+    host, _ = split_listen(listen)
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"admin.listen {listen!r} is not a loopback address: set admin.token "
+            "(GOCHAT_ADMIN_TOKEN), or listen on 127.0.0.1, or use --admin-listen off"
+        )
+
+
+async def serve_admin(
+    worker: Worker,
+    shutdown_trigger: Callable[[], Awaitable[None]],
+    *,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    settings = worker.settings
+    check_admin_settings(settings.admin_listen, settings.admin_token)
+    config = Config()
+    config.bind = [settings.admin_listen]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5.0
+    config.keep_alive_timeout = 5.0
+    app = create_app(worker)
+
+    async def started(binds: list[str]) -> None:
+        address = binds[0] if binds else settings.admin_listen
+        worker.log.info("admin_listening", address=address)
+        task_status.started(address)
+
+    async with trio.open_nursery() as nursery:
+        try:
+            binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
+        except OSError as exc:
+            raise GochatdError(
+                f"admin.listen: cannot listen on {settings.admin_listen}: {exc.strerror}"
+            ) from None
+        await started(binds)
+
+
+async def _serve(
+    app: object,
+    config: Config,
+    shutdown_trigger: Callable[[], Awaitable[None]],
+    *,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await serve(app, config, shutdown_trigger=shutdown_trigger, task_status=task_status)  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""Prometheus metrics. Labels are bounded: queue names, registered job types (anything else
+is ``unregistered``) and outcomes. Never job ids, tenants' secrets or payloads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gochatd.model import QueueStats
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
+                   5, 10, 30, 60)
+DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+#: worker.counters keys exported as counters: name -> help
+EXPORTED_COUNTERS: dict[str, tuple[str, str]] = {
+    "stale_rejections": ("gochatd_stale_fence_rejections", "Finishes refused for a stale fence"),
+    "redis_errors": ("gochatd_redis_errors", "Redis operations that failed"),
+    "store_errors": ("gochatd_store_errors", "Database operations that failed"),
+    "sweep_redispatched": ("gochatd_sweep_redispatched", "Jobs re-dispatched by the sweep"),
+    "reaped_leases": ("gochatd_reaped_leases", "Expired leases taken back by the reaper"),
+    "malformed_entries": ("gochatd_malformed_stream_entries", "Stream entries dropped as malformed"),
+    "reclaimed_entries": ("gochatd_reclaimed_stream_entries", "Entries taken over with XAUTOCLAIM"),
+    "claimed": ("gochatd_jobs_claimed", "Jobs claimed by this worker"),
+}
+
+
+class _WorkerCollector(Collector):
+    """Reads the worker's live state at scrape time."""
+
+    def __init__(self, counters: Callable[[], Mapping[str, int]],
+                 in_flight: Callable[[], int], mode: Callable[[], str]) -> None:
+        self._counters, self._in_flight, self._mode = counters, in_flight, mode
+
+    def collect(self) -> Iterable[Metric]:
+        counters = self._counters()
+        for key, (name, doc) in EXPORTED_COUNTERS.items():
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], float(counters.get(key, 0)))
+            yield family
+        in_flight = GaugeMetricFamily("gochatd_in_flight", "Handlers running in this process")
+        in_flight.add_metric([], float(self._in_flight()))
+        yield in_flight
+        mode = GaugeMetricFamily("gochatd_dispatch_mode", "1 for the current dispatch mode",
+                                 labels=["mode"])
+        current = self._mode()
+        for name in ("streams", "polling", "starting", "stopped"):
+            mode.add_metric([name], 1.0 if name == current else 0.0)
+        yield mode
+
+
+class Metrics:
+    def __init__(self, known_job_types: Callable[[], Iterable[str]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._known = known_job_types
+        self.finished = Counter(
+            "gochatd_jobs_finished", "Jobs finished by this worker",
+            ["queue", "job_type", "outcome"], registry=self.registry,
+        )
+        self.duration = Histogram(
+            "gochatd_job_duration_seconds", "Handler run time", ["queue", "job_type"],
+            buckets=DURATION_BUCKETS, registry=self.registry,
+        )
+        self.claim_latency = Histogram(
+            "gochatd_claim_latency_seconds", "Due time to claim (database clock)", ["queue"],
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "gochatd_queue_depth", "Jobs per queue and state", ["queue", "state"],
+            registry=self.registry,
+        )
+        self.queue_oldest = Gauge(
+            "gochatd_queue_oldest_due_age_seconds", "Age of the oldest due job", ["queue"],
+            registry=self.registry,
+        )
+
+    def watch(self, counters: Callable[[], Mapping[str, int]], in_flight: Callable[[], int],
+              mode: Callable[[], str]) -> None:
+        self.registry.register(_WorkerCollector(counters, in_flight, mode))
+
+    def job_type_label(self, job_type: str) -> str:
+        return job_type if job_type in set(self._known()) else "unregistered"
+
+    def set_queue_stats(self, stats: Iterable[QueueStats]) -> None:
+        self.queue_depth.clear()
+        self.queue_oldest.clear()
+        for s in stats:
+            for state in ("queued", "delayed", "running", "retrying", "dead"):
+                self.queue_depth.labels(s.queue, state).set(getattr(s, state))
+            self.queue_oldest.labels(s.queue).set(s.oldest_due_age_s or 0.0)
