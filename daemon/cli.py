@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--queue")
     ls.add_argument("--tenant")
     ls.add_argument("--type", dest="job_type")
-    ls.add_argument("--limit", type=_limit, default=100)
+    ls.add_argument("--limit", type=_limit, default=10_000, help="at most this many (default 10000)")
     ls.add_argument("--after-id", type=int)
     ls.add_argument("--json", action="store_true")
     for name in ("show", "retry", "cancel"):
