@@ -380,7 +380,10 @@ class Worker:
             self.notifier.status(self.status_line())
 
     def status_line(self) -> str:
-        state = "draining" if self.draining else "paused" if self.paused_local else "serving"
+        state = (
+            "stopping" if self.stopping else "draining" if self.draining
+            else "paused" if self.paused_local else "serving"
+        )
         return f"{state}; mode {self.mode.value}; in flight {len(self.active)}"
 
     def transient_error(self, where: str, exc: StoreUnavailable | DispatchUnavailable) -> None:

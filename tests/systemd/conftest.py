@@ -1,0 +1,31 @@
+"""Fixtures for the systemd integration: real notify sockets and real daemon processes."""
+
+import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon_process import DaemonFactory
+from tests.systemd.notify import NotifyListener
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
+    """Starts ``gochatd`` processes; any still running at teardown is killed (-9)."""
+    factory = DaemonFactory(tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.cleanup()
+
+
+@pytest.fixture
+def notify_socket(tmp_path: Path) -> Iterator[NotifyListener]:
+    """A bound notify socket at a path in tmp_path."""
+    listener = NotifyListener.at_path(tmp_path)
+    try:
+        yield listener
+    finally:
+        listener.close()
