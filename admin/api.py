@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
+from werkzeug.routing import BaseConverter
 
 from gochatd import control
 from gochatd.admin.app import ApiError, json_body
 from gochatd.admin.openapi import openapi_document
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
+from gochatd.loops.pauses import refresh_pauses
 from gochatd.model import Job, JobFilter, JobStatus
 from gochatd.registry import QUEUE_RE
 
@@ -19,6 +22,16 @@ if TYPE_CHECKING:
 
 MAX_PAGE = 500
 MAX_ID = 2**63 - 1
+#: Digits of the largest id (bigint); longer numbers are refused before int() sees them.
+MAX_DIGITS = len(str(MAX_ID))
+
+
+class JobIdConverter(BaseConverter):
+    """A job id path segment: anything but ``retry``, so ``/v1/jobs/retry`` is only the bulk
+    retry (GET there is a 405 with ``Allow: POST``); the id itself is checked by ``_job_id``
+    for a 400 that says what is wrong."""
+
+    regex = r"(?!retry$)[^/]+"
 
 
 def job_json(job: Job) -> dict[str, Any]:
@@ -26,9 +39,9 @@ def job_json(job: Job) -> dict[str, Any]:
 
 
 def _int_arg(name: str, raw: str | None, default: int, lo: int, hi: int) -> int:
-    if raw is None or raw == "":
+    if raw is None:
         return default
-    if not raw.isascii() or not raw.isdigit():
+    if not raw.isascii() or not raw.isdigit() or len(raw) > MAX_DIGITS:
         raise ApiError(400, "bad_request", f"{name} must be an integer in {lo}..{hi}")
     value = int(raw)
     if not lo <= value <= hi:
@@ -40,12 +53,48 @@ def _job_id(raw: str) -> int:
     return _int_arg("id", raw, 0, 1, MAX_ID)
 
 
+def _cursor_arg(raw: str | None) -> int | None:
+    """The opaque cursor is the last id of the previous page: up to 19 digits. One past the
+    largest possible id simply ends the listing."""
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > MAX_DIGITS:
+        raise ApiError(400, "bad_request", "cursor must be the next_cursor of a previous page")
+    return min(int(raw), MAX_ID) or None
+
+
+def _body_int(name: str, raw: Any, default: int, lo: int, hi: int) -> int:
+    """A JSON integer (``30.0`` is one too, as JSON Schema says); null means the default."""
+    if raw is None:
+        return default
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if isinstance(raw, bool) or not isinstance(raw, int) or not lo <= raw <= hi:
+        raise ApiError(400, "bad_request", f"{name} must be an integer in {lo}..{hi}")
+    return raw
+
+
 def _text_arg(name: str, raw: Any, limit: int = 200) -> str | None:
     if raw is None or raw == "":
         return None
     if not isinstance(raw, str) or len(raw) > limit:
         raise ApiError(400, "bad_request", f"{name} must be a string of at most {limit} characters")
     return raw
+
+
+def _storable(flt: JobFilter) -> bool:
+    """False when a text filter holds what no stored row can (a NUL, a lone surrogate): the
+    answer is then empty, and the database never sees the value."""
+    for value in (flt.tenant_id, flt.job_type):
+        if value is None:
+            continue
+        if "\x00" in value:
+            return False
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
 
 
 def _queue_arg(raw: Any) -> str | None:
@@ -66,16 +115,24 @@ def _status_arg(raw: Any) -> JobStatus | None:
 
 
 async def _body(allowed: set[str]) -> dict[str, Any]:
-    raw = await request.get_data()
+    """The request body: empty, or a JSON object with only the ``allowed`` keys. Decoded
+    here rather than by Quart so that every malformed body is a 400, whatever it holds
+    (bytes that are not UTF-8, nesting deep enough to exhaust the parser, huge numbers)."""
+    raw = await request.get_data(cache=True, as_text=False)
     if not raw.strip():
         return {}
-    data = await request.get_json(force=True, silent=True)
-    if data is None:
-        raise ApiError(400, "bad_json", "the body is not valid JSON")
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        raise ApiError(400, "bad_json", "the body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, "bad_request", "the body must be a JSON object")
     return json_body(data, allowed)
 
 
 def register(app: QuartTrio, worker: Worker) -> None:
+    app.url_map.converters["job_id"] = JobIdConverter
+
     async def known_queues() -> set[str]:
         stats = await worker.store.queue_stats()
         return (set(worker.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
@@ -83,14 +140,14 @@ def register(app: QuartTrio, worker: Worker) -> None:
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
-        return jsonify(openapi_document())
+        return jsonify(openapi_document(auth_required=bool(worker.settings.admin_token)))
 
     # -- this process ----------------------------------------------------------------------
 
     @app.post("/v1/drain")
     async def drain() -> Response:
         await _body(set())
-        exit_flag = request.args.get("exit", "false").lower()
+        exit_flag = request.args.get("exit", "false")
         if exit_flag not in {"true", "false", "1", "0"}:
             raise ApiError(400, "bad_request", "exit must be true or false")
         control.drain(worker, exit_when_drained=exit_flag in {"true", "1"})
@@ -113,7 +170,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
     @app.post("/v1/reload")
     async def reload() -> Response:
         await _body(set())
-        applied, restart = worker.reload()
+        applied, restart = worker.reload(strict=True)
         return jsonify({"applied": applied, "needs_restart": restart,
                         "reloaded_at": worker.last_reload_at.isoformat()
                         if worker.last_reload_at else None})
@@ -152,6 +209,8 @@ def register(app: QuartTrio, worker: Worker) -> None:
         else:
             changed = await worker.store.resume_queue(name)
         worker.log.info("queue_paused" if paused else "queue_resumed", queue=name)
+        # This process follows at once; the rest of the fleet within pauses.REFRESH_S.
+        await refresh_pauses(worker)
         return jsonify({"queue": name, "paused": paused, "changed": changed})
 
     @app.post("/v1/queues/<queue>/pause")
@@ -173,20 +232,20 @@ def register(app: QuartTrio, worker: Worker) -> None:
             tenant_id=_text_arg("tenant", args.get("tenant")),
             job_type=_text_arg("job_type", args.get("job_type")),
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
-            after_id=_int_arg("cursor", args.get("cursor"), 0, 0, MAX_ID) or None,
+            after_id=_cursor_arg(args.get("cursor")),
         )
-        jobs = await worker.store.list_jobs(flt)
+        jobs = await worker.store.list_jobs(flt) if _storable(flt) else []
         cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
         return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
 
-    @app.get("/v1/jobs/<job_id>")
+    @app.get("/v1/jobs/<job_id:job_id>")
     async def get_job(job_id: str) -> Response:
         job = await worker.store.get_job(_job_id(job_id))
         if job is None:
             raise ApiError(404, "not_found", f"job {job_id} not found")
         return jsonify(job_json(job))
 
-    @app.post("/v1/jobs/<job_id>/retry")
+    @app.post("/v1/jobs/<job_id:job_id>/retry")
     async def retry_job(job_id: str) -> Response:
         await _body(set())
         job = await worker.store.retry_job(_job_id(job_id))
@@ -194,7 +253,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
         worker.schedule_wakeup.set()
         return jsonify(job_json(job))
 
-    @app.post("/v1/jobs/<job_id>/cancel")
+    @app.post("/v1/jobs/<job_id:job_id>/cancel")
     async def cancel_job(job_id: str) -> Response:
         await _body(set())
         job = await worker.store.cancel_job(_job_id(job_id))
@@ -208,9 +267,9 @@ def register(app: QuartTrio, worker: Worker) -> None:
             queue=_queue_arg(body.get("queue")),
             tenant_id=_text_arg("tenant", body.get("tenant")),
             job_type=_text_arg("job_type", body.get("job_type")),
-            limit=_int_arg("limit", str(body.get("limit", 1000)), 1000, 1, 10_000),
+            limit=_body_int("limit", body.get("limit"), 1000, 1, 10_000),
         )
-        ids = await worker.store.retry_dead_jobs(flt)
+        ids = await worker.store.retry_dead_jobs(flt) if _storable(flt) else []
         worker.intake_wakeup.set()
         worker.schedule_wakeup.set()
         return jsonify({"retried": len(ids), "ids": ids[:1000]})

@@ -4,6 +4,7 @@ of ``admin/api.py`` and ``admin/probes.py``, the dashboard at ``/``."""
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -12,12 +13,29 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
-from gochatd.errors import InvalidTransition, JobNotFound, UserError
+from gochatd.errors import InvalidTransition, JobNotFound, StoreUnavailable, UserError
 
 if TYPE_CHECKING:
     from gochatd.service import Worker
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Headers of werkzeug's HTTP errors worth keeping on our JSON error (405 must say Allow).
+_KEPT_ERROR_HEADERS = frozenset({"allow", "www-authenticate", "retry-after"})
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a Host header names this machine literally (localhost, 127.0.0.0/8, [::1])."""
+    name = host.strip().lower()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 class ApiError(Exception):
@@ -40,13 +58,18 @@ def create_app(worker: Worker) -> QuartTrio:
 
     @app.before_request
     async def authorize() -> Response | None:
+        token = worker.settings.admin_token
+        if not token and request.host and not is_loopback_host(request.host):
+            # Without a token the API trusts whoever can reach loopback. A Host naming
+            # another site means a browser was pointed here by DNS rebinding: refuse it.
+            return error_response(403, "host_not_allowed",
+                                  "without an admin token only loopback Host names are served")
         if request.method in SAFE_METHODS:
             return None
         origin = request.headers.get("Origin")
-        if origin and urlsplit(origin).netloc != request.host:
+        if origin and urlsplit(origin).netloc.lower() != request.host.lower():
             # A page on another site must not drive this API from an operator's browser.
             return error_response(403, "cross_origin", "cross-origin requests are refused")
-        token = worker.settings.admin_token
         if not token:
             return None  # only reachable on loopback: checked at start
         header = request.headers.get("Authorization", "")
@@ -71,6 +94,13 @@ def create_app(worker: Worker) -> QuartTrio:
     async def conflict(exc: InvalidTransition) -> Response:
         return error_response(409, "invalid_transition", str(exc))
 
+    @app.errorhandler(StoreUnavailable)
+    async def store_down(exc: StoreUnavailable) -> Response:
+        worker.log.warning("admin_store_unavailable", path=request.path, error=str(exc))
+        response = error_response(503, "store_unavailable", "the database is unreachable; retry")
+        response.headers["Retry-After"] = "1"
+        return response
+
     @app.errorhandler(UserError)
     async def bad_input(exc: UserError) -> Response:
         return error_response(400, "bad_request", str(exc))
@@ -78,7 +108,11 @@ def create_app(worker: Worker) -> QuartTrio:
     @app.errorhandler(HTTPException)
     async def http_error(exc: HTTPException) -> Response:
         code = (exc.name or "error").lower().replace(" ", "_")
-        return error_response(exc.code or 500, code, exc.description or exc.name or "error")
+        response = error_response(exc.code or 500, code, exc.description or exc.name or "error")
+        for name, value in exc.get_headers():
+            if name.lower() in _KEPT_ERROR_HEADERS:
+                response.headers[name] = value
+        return response
 
     @app.errorhandler(Exception)
     async def internal(exc: Exception) -> Response:

@@ -7,8 +7,16 @@ from typing import Any
 import gochatd
 from gochatd.model import JobStatus
 
+#: The largest job id (PostgreSQL bigint).
+MAX_ID = 2**63 - 1
+
 _NULLABLE_STR = {"type": ["string", "null"]}
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """In a JSON body, null is the same as leaving the field out."""
+    return {**schema, "type": [schema["type"], "null"]}
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -27,28 +35,37 @@ _ERRORS = {
     "405": _json(_ref("Error"), "method not allowed"),
     "409": _json(_ref("Error"), "not allowed in the current state"),
     "413": _json(_ref("Error"), "body too large"),
+    "503": _json(_ref("Error"), "the database is unreachable"),
 }
-_SECURITY: list[dict[str, list[str]]] = [{"bearer": []}, {}]
 
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
-           "schema": {"type": "string", "pattern": "^[0-9]{1,19}$"}}
+           "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID}}
 _QUEUE = {"name": "queue", "in": "path", "required": True,
           "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
+#: Filters: an empty value is the same as leaving the filter out.
+_QUEUE_FILTER = {"type": "string", "pattern": "^[A-Za-z0-9_-]{0,64}$"}
+_TEXT_FILTER = {"type": "string", "maxLength": 200}
 
 
 def _get(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
          extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_ERRORS, **(extra or {})}}
+    # Reads are open to anyone who can reach the server: no security requirement.
+    op: dict[str, Any] = {"summary": summary, "security": [],
+                          "responses": {"200": ok, **_ERRORS, **(extra or {})}}
     if params:
         op["parameters"] = params
     return {"get": op}
 
 
+def _page(summary: str, media_type: str, description: str) -> dict[str, Any]:
+    return {"get": {"summary": summary, "security": [], "responses": {
+        "200": {"description": description, "content": {media_type: {"schema": {"type": "string"}}}},
+        "403": _ERRORS["403"], "405": _ERRORS["405"]}}}
+
+
 def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
           body: dict[str, Any] | None = None) -> dict[str, Any]:
-    op: dict[str, Any] = {
-        "summary": summary, "security": _SECURITY, "responses": {"200": ok, **_ERRORS},
-    }
+    op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_ERRORS}}
     if params:
         op["parameters"] = params
     if body:
@@ -56,27 +73,32 @@ def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None 
     return {"post": op}
 
 
-def openapi_document() -> dict[str, Any]:
+def openapi_document(*, auth_required: bool = True) -> dict[str, Any]:
+    """The document as this server behaves: with an admin token every POST needs the bearer
+    token; without one (loopback only) no operation does."""
     statuses = [s.value for s in JobStatus]
     list_params = [
-        {"name": "status", "in": "query", "schema": {"type": "string", "enum": statuses}},
-        {"name": "queue", "in": "query", "schema": {"type": "string"}},
-        {"name": "tenant", "in": "query", "schema": {"type": "string"}},
-        {"name": "job_type", "in": "query", "schema": {"type": "string"}},
+        {"name": "status", "in": "query", "schema": {"type": "string", "enum": [*statuses, ""]}},
+        {"name": "queue", "in": "query", "schema": _QUEUE_FILTER},
+        {"name": "tenant", "in": "query", "schema": _TEXT_FILTER},
+        {"name": "job_type", "in": "query", "schema": _TEXT_FILTER},
         {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 1,
                                                     "maximum": 500}},
-        {"name": "cursor", "in": "query", "schema": {"type": "string"}},
+        {"name": "cursor", "in": "query", "description": "next_cursor of the previous page",
+         "schema": {"type": "string", "pattern": "^[0-9]{0,19}$"}},
     ]
     return {
         "openapi": "3.1.0",
         "info": {"title": "gochatd admin API", "version": gochatd.__version__},
+        "security": [{"bearer": []}] if auth_required else [],
         "paths": {
             "/healthz": _get("Liveness", _json(_ref("Health"), "the event loop answers")),
             "/readyz": _get("Readiness", _json(_ref("Ready"), "ready"),
                             extra={"503": _json(_ref("Ready"), "not ready")}),
-            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
-                "description": "Prometheus text format",
-                "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/": _page("The dashboard", "text/html", "the dashboard page"),
+            "/metrics": _page("Prometheus metrics", "text/plain", "Prometheus text format"),
+            "/v1/openapi.json": _get("This document",
+                                     _json({"type": "object"}, "the OpenAPI 3.1 document")),
             "/v1/status": _get("This worker's status", _json(_ref("Status"), "status")),
             "/v1/drain": _post(
                 "Stop claiming; in-flight jobs finish", _json(_ref("Status"), "draining"),
@@ -96,9 +118,9 @@ def openapi_document() -> dict[str, Any]:
             "/v1/jobs/retry": _post(
                 "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
                 body={"type": "object", "additionalProperties": False, "properties": {
-                    "queue": {"type": "string"}, "tenant": {"type": "string"},
-                    "job_type": {"type": "string"},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 10000}}},
+                    "queue": _nullable(_QUEUE_FILTER), "tenant": _nullable(_TEXT_FILTER),
+                    "job_type": _nullable(_TEXT_FILTER),
+                    "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 10000}}},
             ),
             "/v1/jobs/{job_id}": _get("One job", _json(_ref("Job"), "the job"), [_JOB_ID]),
             "/v1/jobs/{job_id}/retry": _post("Retry a dead or cancelled job",

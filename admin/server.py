@@ -5,17 +5,23 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import hypercorn.trio.run
 import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
+from hypercorn.trio.tcp_server import TCPServer
 
 from gochatd.admin.app import create_app
 from gochatd.errors import ConfigError, GochatdError
+from gochatd.logs import get_logger
 
 if TYPE_CHECKING:
     from gochatd.service import Worker
+
+#: How long one ASGI send may take once shielded (see ``ShieldedSend``).
+SEND_SHIELD_S = 10.0
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -62,7 +68,7 @@ async def serve_admin(
     config.errorlog = None
     config.graceful_timeout = 5.0
     config.keep_alive_timeout = 5.0
-    app = create_app(worker)
+    app = ShieldedSend(create_app(worker))
 
     async def started(binds: list[str]) -> None:
         address = binds[0] if binds else settings.admin_listen
@@ -77,6 +83,47 @@ async def serve_admin(
                 f"admin.listen: cannot listen on {settings.admin_listen}: {exc.strerror}"
             ) from None
         await started(binds)
+
+
+class ShieldedSend:
+    """ASGI middleware: the app's ``send`` calls run shielded from cancellation (bounded).
+
+    quart-trio cancels a request's task group as soon as hypercorn reports the client side
+    done, which lands while the last ``send`` is still inside hypercorn's keep-alive
+    bookkeeping (re-arming the idle timer). Cancelled there, the timer is never re-armed:
+    the idle connection then never times out, and shutdown waits the whole graceful timeout
+    for it (a daemon stop took 5 s longer whenever a client kept a connection open)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        async def shielded_send(message: Any) -> None:
+            with trio.CancelScope(shield=True) as scope_:
+                scope_.deadline = trio.current_time() + SEND_SHIELD_S
+                await send(message)
+
+        await self.app(scope, receive, shielded_send)
+
+
+class ContainedTCPServer(TCPServer):
+    """One connection must never take the daemon down. hypercorn runs every connection in
+    its server nursery, so an exception escaping one cancels the server, and the root
+    nursery with it: a chunked body with a bad chunk size, racing the app's response, made
+    hypercorn send its 400 while the response was still being sent (trio.BusyResourceError),
+    and any client could stop the worker that way."""
+
+    async def run(self) -> None:
+        try:
+            await super().run()
+        except Exception as exc:
+            get_logger(component="admin").warning(
+                "admin_connection_failed", error_class=type(exc).__name__
+            )
+
+
+# hypercorn's trio server looks its connection class up in this module.
+hypercorn.trio.run.TCPServer = ContainedTCPServer  # type: ignore[attr-defined]
 
 
 async def _serve(

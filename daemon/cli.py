@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--tenant")
     ls.add_argument("--type", dest="job_type")
     ls.add_argument("--limit", type=_limit, default=10_000, help="at most this many (default 10000)")
-    ls.add_argument("--after-id", type=int)
+    ls.add_argument("--after-id", type=_after_id)
     ls.add_argument("--json", action="store_true")
     for name in ("show", "retry", "cancel"):
         p = jobs_sub.add_parser(name)
@@ -138,6 +138,13 @@ def _job_id(text: str) -> int:
     return value
 
 
+def _after_id(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**63:
+        raise ValueError
+    return value
+
+
 def _nonneg_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value) or value < 0:
@@ -153,7 +160,8 @@ def _iso_time(text: str) -> datetime:
 
 
 for _fn, _name in ((_positive_int, "a positive integer"), (_limit, "an integer in 1..10000"),
-                   (_job_id, "a job id"), (_nonneg_float, "a non-negative number of seconds"),
+                   (_job_id, "a job id"), (_after_id, "a job id or 0"),
+                   (_nonneg_float, "a non-negative number of seconds"),
                    (_iso_time, "an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")):
     _fn.__name__ = _name  # argparse names the expected type in its one-line error
 
@@ -245,10 +253,16 @@ def _load_payload(text: str) -> Any:
             text = Path(text[1:]).read_text(encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"--payload: cannot read {text[1:]!r}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--payload: {text[1:]!r} is not UTF-8 text") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--payload: not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise UsageError("--payload: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise UsageError(f"--payload: not usable JSON ({str(exc)[:80]})") from None
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
@@ -338,6 +352,10 @@ def cmd_db(args: argparse.Namespace) -> int:
 def cmd_config(args: argparse.Namespace) -> int:
     settings = _settings(args)
     load_handler_modules(settings.handlers)
+    if settings.admin_listen != "off":  # what serve would refuse, check refuses too
+        from gochatd.admin.server import check_admin_settings
+
+        check_admin_settings(settings.admin_listen, settings.admin_token)
     masked = settings.masked()
     width = max(len(k) for k in masked)
     for spec in FIELDS:

@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -64,23 +64,31 @@ def validate_enqueue(
     try:
         encoded = canonical_json(payload)
         json.loads(encoded)
-    except (TypeError, ValueError) as exc:
+        json.dumps(payload, allow_nan=False)  # NaN and Infinity are not JSON
+        size = len(encoded.encode("utf-8"))  # lone surrogates are not text
+    except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidJob(f"payload: not JSON-serialisable ({type(exc).__name__})") from None
-    size = len(encoded.encode("utf-8"))
     if size > max_payload_bytes:
         raise InvalidJob(f"payload: {size} bytes is over the limit of {max_payload_bytes}")
     if "\x00" in encoded or "\\u0000" in encoded:
         raise InvalidJob("payload: NUL characters are not allowed")
-    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= 200:
-        raise InvalidJob("tenant_id: expected 1-200 characters")
+    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= 200 or not _is_text(tenant_id):
+        raise InvalidJob("tenant_id: expected 1-200 characters of text")
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 512
+        or not _is_text(idempotency_key)
     ):
-        raise InvalidJob("idempotency_key: expected 1-512 characters")
+        raise InvalidJob("idempotency_key: expected 1-512 characters of text")
     if scheduled_at is not None and delay_s is not None:
         raise InvalidJob("give either scheduled_at or delay_s, not both")
     if scheduled_at is not None and scheduled_at.tzinfo is None:
         raise InvalidJob("scheduled_at: needs a time zone (for example 2026-01-01T00:00:00Z)")
+    if scheduled_at is not None:
+        try:
+            scheduled_at.astimezone(UTC)
+        except OverflowError:
+            raise InvalidJob("scheduled_at: expected a time between the years 1 and 9999 "
+                             "in UTC") from None
     if delay_s is not None and (not math.isfinite(delay_s) or not 0 <= delay_s <= 10 * 365 * 86400):
         raise InvalidJob("delay_s: expected 0 to 10 years in seconds")
     attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else 25)
@@ -102,6 +110,15 @@ def validate_enqueue(
         priority=priority,
         traceparent=traceparent,
     )
+
+
+def _is_text(value: str) -> bool:
+    """Encodable as UTF-8 (no lone surrogates, which undecodable argv bytes become)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class Client:

@@ -152,12 +152,25 @@ def _float(raw: Any) -> float:
         raise ValueError(f"expected a number, got {str(raw)[:40]!r}") from None
 
 
-def _str(raw: Any) -> str:
-    return str(raw).strip()
+def _printable(limit: int) -> Callable[[Any], str]:
+    """A scalar of at most ``limit`` printable characters (a YAML list or mapping is not
+    silently turned into its Python repr)."""
+
+    def parse(raw: Any) -> str:
+        if isinstance(raw, Mapping | list):
+            raise ValueError("expected a string")
+        text = str(raw).strip()
+        if len(text) > limit or not text.isprintable():
+            raise ValueError(f"expected at most {limit} printable characters")
+        return text
+
+    return parse
 
 
 def _name(raw: Any) -> str:
     """A Redis key part or consumer-group name: printable, no spaces."""
+    if isinstance(raw, Mapping | list):
+        raise ValueError("expected a string")
     text = str(raw).strip()
     if not 1 <= len(text) <= 200 or any(c.isspace() or not c.isprintable() for c in text):
         raise ValueError("expected 1-200 printable characters without spaces")
@@ -170,7 +183,7 @@ def _listen(raw: Any) -> str:
     if text.lower() in {"off", "none", "false", ""}:
         return "off"
     host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
         raise ValueError("expected host:port (for example 127.0.0.1:8410) or off")
     return text
 
@@ -196,7 +209,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("redis_url", _parse_url(("redis", "rediss", "unix"), True), "", secret=True,
               help="empty: no Redis, workers poll the database"),
     FieldSpec("handlers", _parse_list, [], help="modules that register handlers"),
-    FieldSpec("worker.id", _str, "", help="lease owner name; default host:pid:random"),
+    FieldSpec("worker.id", _printable(200), "", help="lease owner name; default host:pid:random"),
     FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
     FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,
               help="queue=weight list; weight 0 pauses reading that queue"),
@@ -218,7 +231,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("log.format", _log_format, "auto"),
     FieldSpec("admin.listen", _listen, "127.0.0.1:8410",
               help="host:port of the admin API and dashboard; 'off' disables it"),
-    FieldSpec("admin.token", _str, "", secret=True, reloadable=True,
+    FieldSpec("admin.token", _printable(4096), "", secret=True, reloadable=True,
               help="bearer token for mutating admin endpoints; required off loopback"),
     FieldSpec("admin.max_body_bytes", _int, 1 << 20, 1024, 64 << 20),
 )
@@ -297,17 +310,43 @@ def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping: the later one would
+    silently win (a second ``worker:`` section replaces the whole first one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:
+                continue  # unhashable: construct_mapping reports it
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config file {str(path)!r}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {str(path)!r} is not UTF-8 text") from None
     try:
-        doc = yaml.safe_load(text)
+        doc = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"config file {str(path)!r} is not valid YAML{where}") from None
+        problem = getattr(exc, "problem", None) or ""
+        detail = f": {problem}" if problem.startswith("duplicate key") else ""
+        raise ConfigError(f"config file {str(path)!r} is not valid YAML{where}{detail}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {str(path)!r} is nested too deeply") from None
     if doc is None:
         return {}
     if not isinstance(doc, Mapping):

@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 Handler = Callable[["JobContext"], Awaitable[None]]
 
-JOB_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-*]+)*$")
-QUEUE_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
+# \Z, not $: "$" also matches before a trailing newline ("default\n" is no queue name).
+JOB_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-*]+)*\Z")
+QUEUE_RE = re.compile(r"^[A-Za-z0-9_\-]{1,64}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,7 @@ def load_handler_modules(names: list[str]) -> None:
     for name in names:
         try:
             importlib.import_module(name)
-        except ImportError as exc:
+        except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name
             raise ConfigError(f"handlers: cannot import module {name!r}: {exc}") from None
 
 

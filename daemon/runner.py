@@ -21,6 +21,7 @@ from gochatd.model import ClaimedJob, Finish, Outcome
 from gochatd.redact import redact_error
 from gochatd.registry import Registry
 from gochatd.retry import Backoff
+from gochatd.store.rows import InvalidPayload
 
 
 class StopReason(enum.Enum):
@@ -67,6 +68,12 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
             outcome=outcome, delay_s=delay_s, error_class=error_class,
             last_error=redact_error(message, job.payload) if message is not None else None,
         )
+
+    if isinstance(job.payload, InvalidPayload):
+        log.warning("job_invalid_payload", reason=job.payload.reason)
+        active.handler_done = True
+        return finish(Outcome.DEAD, "invalid_payload",
+                      f"the stored payload cannot be decoded ({job.payload.reason})")
 
     spec = registry.get(job.job_type)
     if spec is None:

@@ -124,13 +124,16 @@ class Worker:
         if self.streams is not None:
             self.streams.block_s = settings.worker_redis_block_timeout_s
 
-    def reload(self) -> tuple[list[str], list[str]]:
-        """Re-read config (SIGHUP). Returns (applied, needs_restart) keys."""
+    def reload(self, *, strict: bool = False) -> tuple[list[str], list[str]]:
+        """Re-read config (SIGHUP). Returns (applied, needs_restart) keys. A bad config is
+        logged and changes nothing; with ``strict`` (the admin API) it is raised too."""
         args = self._reload_args or {}
         try:
             fresh = load_settings(**args)
         except ConfigError as exc:
             self.log.error("reload_rejected", error=str(exc))
+            if strict:
+                raise
             return [], []
         applied, restart = self.settings.diff(fresh)
         self.last_reload_at = datetime.now(UTC)
@@ -204,9 +207,13 @@ class Worker:
         if not has_slot:
             await self.limiter.acquire_on_behalf_of(active)
         try:
+            started = trio.current_time()
             finish = await execute(active, self.registry, self.policy)
             assert self._finisher is not None
             job = active.claimed.job
+            self.metrics.duration.labels(
+                job.queue, self.metrics.job_type_label(job.job_type)
+            ).observe(trio.current_time() - started)
             if job.locked_at is not None:
                 self.metrics.claim_latency.labels(job.queue).observe(
                     max(0.0, (job.locked_at - job.scheduled_at).total_seconds())

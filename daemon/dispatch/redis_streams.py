@@ -68,10 +68,10 @@ class StreamEntry:
     def parse(self) -> DispatchRef | None:
         """The job reference this entry names, or None when the entry is malformed."""
         raw_id = self.fields.get("job_id", "")
-        if not raw_id.isascii() or not raw_id.isdigit() or not 0 < len(raw_id) <= 18:
+        if not raw_id.isascii() or not raw_id.isdigit() or not 0 < len(raw_id) <= 19:
             return None
         job_id = int(raw_id)
-        if job_id <= 0:
+        if not 0 < job_id < 2**63:  # a PostgreSQL bigint
             return None
         return DispatchRef(
             job_id=job_id,
@@ -159,6 +159,9 @@ class RedisStreams:
         except RedisError as exc:
             if "LOADING" in str(exc) or "BUSY" in str(exc):
                 raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+            if "WRONGTYPE" in str(exc):
+                # A stream key holds something else: Redis cannot dispatch, the database can.
+                raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None
             raise
 
     # -- health ----------------------------------------------------------------------------
@@ -230,9 +233,11 @@ class RedisStreams:
                     group, consumer, dict.fromkeys(keys, ">"), count=count, block=block_ms
                 )
             except ResponseError as exc:
-                if "NOGROUP" not in str(exc):
+                # NOGROUP: the group is gone; UNBLOCKED: the stream was deleted while we
+                # waited on it. The next fill recreates both.
+                if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                     raise
-                return []  # the next fill recreates the group
+                return []
             out: list[StreamEntry] = []
             for stream, items in res or []:
                 out.extend(_entry(stream, entry_id, fields) for entry_id, fields in items)

@@ -16,6 +16,9 @@ from gochatd.model import Finish, Job
 from gochatd.store import JobStore
 
 MAX_BATCH = 512
+#: An XACK slower than this is abandoned (a black-holed Redis answers nothing until the
+#: socket timeout): the entries are reclaimed and acked later.
+ACK_TIMEOUT_S = 1.0
 
 
 @dataclass(eq=False)
@@ -74,18 +77,23 @@ class Finisher:
         applied = await self._write(finishes)
         for request in batch:
             request.applied = request.finish is not None and request.finish.job_id in applied
-        streams = self._streams()
-        entries = [r.entry for r in batch if r.entry is not None]
-        if streams is not None and entries:
-            try:
-                await streams.ack(entries)
-            except DispatchUnavailable:
-                # Unacked entries are reclaimed later; their jobs are no longer claimable,
-                # so the reclaim just acks them.
-                self._log.warning("xack_failed", entries=len(entries))
+        # The states have committed: release the runners (and their handler slots) now.
+        # The XACK only tidies the streams, and it may hang while Redis is unreachable.
         self._on_flushed(batch)
         for request in batch:
             request.done.set()
+        streams = self._streams()
+        entries = [r.entry for r in batch if r.entry is not None]
+        if streams is not None and entries:
+            # Unacked entries are reclaimed later; their jobs are no longer claimable, so
+            # the reclaim just acks them. A hung XACK must not hold up the next finishes.
+            with trio.move_on_after(ACK_TIMEOUT_S) as ack_scope:
+                try:
+                    await streams.ack(entries)
+                except DispatchUnavailable:
+                    self._log.warning("xack_failed", entries=len(entries))
+            if ack_scope.cancelled_caught:
+                self._log.warning("xack_failed", entries=len(entries), error="timeout")
 
     async def _write(self, finishes: list[Finish]) -> set[int]:
         delay = 0.05

@@ -4,6 +4,12 @@ A lease the store no longer returns has been lost (reaped and claimed elsewhere)
 handler is cancelled, since nothing it did could be committed. ``cancel_requested`` set by
 an operator cancels the handler too. If no heartbeat succeeds for a whole lease period the
 leases have surely expired, so the handlers are stopped rather than run on unfenced.
+
+Jobs whose handler has returned but whose finish the finisher has not written yet are
+heartbeated too, so a slow finish (a hung XACK before it) never lets their leases lapse.
+A heartbeat that hangs (a black-holed connection) counts as failing: a separate guard
+stops the handlers once no heartbeat has succeeded for lease_s, counted from when the last
+successful one was sent (the database extended the leases no earlier than that).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ if TYPE_CHECKING:
 
 
 async def heartbeat_once(worker: Worker) -> None:
-    snapshot = {jid: a for jid, a in worker.active.items() if not a.handler_done}
+    snapshot = dict(worker.active)
     if not snapshot:
         return
     leases = [Lease(jid, a.claimed.fence) for jid, a in snapshot.items()]
@@ -36,14 +42,28 @@ async def heartbeat_once(worker: Worker) -> None:
 
 
 async def heartbeat_loop(worker: Worker) -> None:
-    last_ok = trio.current_time()
+    last_ok = [trio.current_time()]  # when the last successful heartbeat was sent
+    sent = last_ok[0]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_lease_guard, worker, last_ok)
+        while True:
+            # Every lease_s/3, and at once after a heartbeat that took longer than that.
+            await trio.sleep_until(sent + max(0.05, worker.lease_s / 3))
+            sent = trio.current_time()
+            try:
+                await heartbeat_once(worker)
+                last_ok[0] = max(last_ok[0], sent)
+            except StoreUnavailable as exc:
+                worker.transient_error("heartbeat", exc)
+
+
+async def _lease_guard(worker: Worker, last_ok: list[float]) -> None:
+    """Stops every handler once the leases must have expired, even while a heartbeat hangs."""
     while True:
+        deadline = last_ok[0] + worker.lease_s
+        if trio.current_time() < deadline:
+            await trio.sleep_until(deadline)
+            continue
+        for active in list(worker.active.values()):
+            active.stop(StopReason.LEASE_LOST)
         await trio.sleep(max(0.05, worker.lease_s / 3))
-        try:
-            await heartbeat_once(worker)
-            last_ok = trio.current_time()
-        except StoreUnavailable as exc:
-            worker.transient_error("heartbeat", exc)
-            if trio.current_time() - last_ok >= worker.lease_s:
-                for active in list(worker.active.values()):
-                    active.stop(StopReason.LEASE_LOST)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gochatd.service import Worker
 
 PROBE_INTERVAL_S = 1.0
+PROBE_TIMEOUT_S = 0.5
 POLL_MIN_S = 0.01
 #: Extra time a shielded read+claim may take beyond the BLOCK before we give up on it.
 READ_SLACK_S = 15.0
@@ -84,10 +85,16 @@ async def consume_streams(worker: Worker, streams: RedisStreams) -> None:
 async def accept_entries(
     worker: Worker, streams: RedisStreams, entries: list[StreamEntry]
 ) -> None:
-    """Claim what the entries name; ack what we will not run; hand back if stopping."""
-    if worker.stopping:
+    """Claim what the entries name; ack what we will not run; hand back what this worker
+    may not start now (stopping, draining, paused, or a queue paused fleet-wide since the
+    read began: a blocked XREADGROUP still returns entries of a queue paused meanwhile)."""
+    if worker.stopping or worker.draining or worker.paused_local:
         await streams.hand_back(entries)
         return
+    held = [e for e in entries if streams.queue_of(e.stream) in worker.paused_queues]
+    if held:
+        await streams.hand_back(held)
+        entries = [e for e in entries if streams.queue_of(e.stream) not in worker.paused_queues]
     wanted: dict[int, StreamEntry] = {}
     drop: list[StreamEntry] = []
     for entry in entries:
@@ -122,11 +129,14 @@ async def poll_database(worker: Worker, *, until_streams: bool) -> None:
         if until_streams and trio.current_time() >= next_probe:
             next_probe = trio.current_time() + PROBE_INTERVAL_S
             assert worker.streams is not None
-            try:
-                await worker.streams.ping()
-                return
-            except DispatchUnavailable:
-                pass
+            # Bounded: a black-holed Redis answers nothing until the socket timeout, and
+            # the poller must not stop claiming for that long once a second.
+            with trio.move_on_after(PROBE_TIMEOUT_S):
+                try:
+                    await worker.streams.ping()
+                    return
+                except DispatchUnavailable:
+                    pass
         free = worker.free_slots()
         if free <= 0:
             await worker.slot_freed.wait(PROBE_INTERVAL_S)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection, sql
+from psycopg.abc import AdaptContext, Buffer
+from psycopg.adapt import Loader
+from psycopg.types.string import TextLoader
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from gochatd.aio import run_aio
@@ -27,13 +31,43 @@ from gochatd.model import (
 )
 from gochatd.redact import mask_url
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import canonical_json, job_from_row
+from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row
 from gochatd.store.sql_store import SqlJobStore
 
 Q = load_queries("postgres")
 T = TypeVar("T")
 NOTIFY_CHANNEL = "gochatd_jobs"
 _MIGRATION_LOCK = 0x6F636861  # pg_advisory_xact_lock key shared by every gochatd
+
+
+#: psycopg's own (C, when available) text loader for timestamptz.
+_STRICT_TIMESTAMPTZ = psycopg.adapters.get_loader(
+    psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
+)
+
+
+class _LenientTimestamptzLoader(Loader):
+    """Foreign SQL may store times Python cannot hold ('infinity', BC, after 9999): clamp
+    them rather than fail every fetch that includes such a row."""
+
+    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
+        super().__init__(oid, context)
+        assert _STRICT_TIMESTAMPTZ is not None
+        self._strict = _STRICT_TIMESTAMPTZ(oid, context)
+
+    def load(self, data: Buffer) -> datetime:
+        try:
+            value: datetime = self._strict.load(data)
+        except psycopg.DataError:
+            text = bytes(data)
+            return TIME_MIN if text.startswith(b"-") or text.endswith(b"BC") else TIME_MAX
+        return value
+
+
+#: Rows are decoded by ``job_from_row``, which copes with payloads Python cannot load.
+_ADAPTERS = psycopg.adapt.AdaptersMap(psycopg.adapters)
+_ADAPTERS.register_loader("timestamptz", _LenientTimestamptzLoader)
+_ADAPTERS.register_loader("jsonb", TextLoader)
 
 
 def _translate(exc: BaseException) -> Exception | None:
@@ -68,7 +102,7 @@ class PostgresStore(SqlJobStore):
                 min_size=1,
                 max_size=self._pool_size,
                 open=False,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, "context": _ADAPTERS},
                 timeout=10.0,
                 name="gochatd",
             )

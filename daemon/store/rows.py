@@ -17,8 +17,37 @@ _TIME_COLUMNS = frozenset(
 )
 
 
+#: Times outside what ``datetime`` can hold (written by foreign SQL: infinity, year 20000,
+#: before year 1) are clamped to these instead of failing the whole fetch.
+TIME_MIN = datetime.min.replace(tzinfo=UTC)
+TIME_MAX = datetime.max.replace(tzinfo=UTC)
+
+
+class InvalidPayload(dict[str, Any]):
+    """The payload of a row that could not be decoded (too deep, numbers too long for
+    Python): empty, and the runner makes the job dead instead of running it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
 def epoch_to_datetime(value: float | None) -> datetime | None:
-    return None if value is None else datetime.fromtimestamp(value, UTC)
+    if value is None:
+        return None
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, ValueError, OSError):
+        return TIME_MAX if value > 0 else TIME_MIN
+
+
+def _decode_payload(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            return InvalidPayload(type(exc).__name__)
+    return raw if isinstance(raw, dict) else {}
 
 
 def job_from_row(row: Sequence[Any], to_time: Callable[[Any], datetime | None] | None = None) -> Job:
@@ -26,10 +55,7 @@ def job_from_row(row: Sequence[Any], to_time: Callable[[Any], datetime | None] |
     if to_time is not None:
         for name in _TIME_COLUMNS:
             values[name] = to_time(values[name])
-    payload = values["payload"]
-    if isinstance(payload, str | bytes):
-        payload = json.loads(payload)
-    values["payload"] = payload if isinstance(payload, dict) else {}
+    values["payload"] = _decode_payload(values["payload"])
     values["status"] = JobStatus(values["status"])
     values["cancel_requested"] = bool(values["cancel_requested"])
     return Job(**values)

@@ -105,6 +105,8 @@ class SqlJobStore:
         name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
         rows = await self._read(name, {"queues": self._list(list(queues))})
         value = rows[0][0] if rows else None
+        if value is not None and value == -math.inf:  # a foreign row due since forever
+            return 0.0
         return None if value is None or not math.isfinite(value) else float(value)
 
     # -- operators -------------------------------------------------------------------------
@@ -176,7 +178,8 @@ class SqlJobStore:
             QueueStats(
                 queue=str(r[0]), queued=int(r[1] or 0), delayed=int(r[2] or 0),
                 running=int(r[3] or 0), retrying=int(r[4] or 0), dead=int(r[5] or 0),
-                oldest_due_age_s=None if r[6] is None else max(0.0, float(r[6])),
+                oldest_due_age_s=None if r[6] is None or not math.isfinite(r[6])
+                else max(0.0, float(r[6])),
             )
             for r in rows
         ]

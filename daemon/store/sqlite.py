@@ -111,6 +111,9 @@ class SqliteStore(SqlJobStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
+            # Foreign SQL can store text that is not UTF-8; one such row must not make
+            # every read of its batch fail.
+            conn.text_factory = _lenient_text
             return conn
 
         try:
@@ -256,6 +259,10 @@ def _in_transaction(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) 
         raise
     conn.execute("COMMIT")
     return rows
+
+
+def _lenient_text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
 
 
 def _data_version(conn: sqlite3.Connection) -> int:

@@ -123,13 +123,14 @@ FROM stale WHERE j.id = stale.id
 RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 
 -- name: next_undispatched_in_s
-SELECT EXTRACT(EPOCH FROM (min(scheduled_at) - now()))::float8
+-- Epochs, not an interval: a foreign row may hold 'infinity', which an interval cannot.
+SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue = ANY(%(queues)s::text[]);
 
 -- name: next_due_in_s
-SELECT EXTRACT(EPOCH FROM (min(scheduled_at) - now()))::float8
+SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[]);
 
@@ -187,7 +188,7 @@ SELECT queue,
        count(*) FILTER (WHERE status = 'running'),
        count(*) FILTER (WHERE status = 'retrying'),
        count(*) FILTER (WHERE status = 'dead'),
-       EXTRACT(EPOCH FROM (now() - min(scheduled_at) FILTER (
+       (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(scheduled_at) FILTER (
            WHERE status IN ('queued', 'retrying') AND scheduled_at <= now())))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')

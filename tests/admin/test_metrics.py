@@ -1,0 +1,121 @@
+"""GET /metrics: valid Prometheus text with the documented families, queue depths that
+agree with the store, and labels that never carry a job id or payload content."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from gochatd.registry import HandlerSpec
+from tests.admin.helpers import PARKED, Stack, admin_worker
+from tests.integration.helpers import Tracker, make_registry, wait_for
+
+MARKER = "zebra-PAYLOAD-7f3a9c"
+
+REQUIRED = (
+    "gochatd_jobs_finished_total", "gochatd_job_duration_seconds", "gochatd_claim_latency_seconds",
+    "gochatd_queue_depth", "gochatd_queue_oldest_due_age_seconds", "gochatd_in_flight",
+    "gochatd_stale_fence_rejections_total", "gochatd_dispatch_mode", "gochatd_redis_errors_total",
+    "gochatd_sweep_redispatched_total", "gochatd_reaped_leases_total",
+)
+#: The only label names the exporter may use; none of them can hold a job id or a payload.
+LABEL_NAMES = {"queue", "job_type", "outcome", "state", "mode", "le"}
+STATES = ("queued", "delayed", "running", "retrying", "dead")
+
+
+def samples(text: str) -> list[Sample]:
+    out: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        out.extend(family.samples)
+    return out
+
+
+def value(found: Iterable[Sample], name: str, **labels: str) -> float:
+    matches = [s.value for s in found if s.name == name and s.labels == labels]
+    assert len(matches) == 1, (name, labels, matches)
+    return float(matches[0])
+
+
+async def test_metrics_parse_agree_with_the_store_and_leak_nothing(
+    aio_loop: None, stack: Stack
+) -> None:
+    tracker = Tracker()
+    registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
+    async with admin_worker(stack, registry=registry) as admin:
+        client = admin.worker.client
+        noop = [(await client.enqueue("sys:noop", {"note": MARKER, "n": i})).id for i in range(4)]
+        parked = [(await client.enqueue("sys:noop", {"note": MARKER}, queue=PARKED)).id
+                  for _ in range(3)]
+        delayed = (await client.enqueue("sys:noop", {"note": MARKER}, queue=PARKED, delay_s=3600)).id
+        failed = (await client.enqueue(
+            "sys:fail", {"retryable": False, "message": f"boom {MARKER}"})).id
+        # A job type nobody registered must not become a label value either.
+        unknown = (await client.enqueue(f"test:{MARKER}", {"note": MARKER})).id
+        running = (await client.enqueue("test:block", {"note": MARKER})).id
+        for job_id in noop:
+            await admin.wait_job(job_id, "completed")
+        await admin.wait_job(failed, "dead")
+        await admin.wait_job(unknown, "dead")
+        await wait_for(lambda: running in tracker.blocked, what="handler running")
+
+        response = await admin.http.get("/metrics")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        text = response.text
+        assert MARKER not in text
+        found = samples(text)
+        families = {f.name for f in text_string_to_metric_families(text)}
+        names = {s.name for s in found}
+        for required in REQUIRED:
+            assert required in names or required in families, required
+
+        ids = {str(i) for i in [*noop, *parked, delayed, failed, unknown, running]}
+        job_types = set(registry.job_types()) | {"unregistered"}
+        for sample in found:
+            assert set(sample.labels) <= LABEL_NAMES, sample
+            for label, label_value in sample.labels.items():
+                assert MARKER not in label_value, sample
+                if label != "le":
+                    assert label_value not in ids, sample
+            if "job_type" in sample.labels:
+                assert sample.labels["job_type"] in job_types, sample
+
+        # Counters and histograms of this worker's own work.
+        completed = {"queue": "default", "job_type": "sys:noop", "outcome": "completed"}
+        assert value(found, "gochatd_jobs_finished_total", **completed) == 4
+        assert value(found, "gochatd_jobs_finished_total", queue="default",
+                     job_type="unregistered", outcome="dead") == 1
+        assert value(found, "gochatd_jobs_finished_total", queue="default",
+                     job_type="sys:fail", outcome="dead") == 1
+        assert value(found, "gochatd_job_duration_seconds_count", queue="default",
+                     job_type="sys:noop") == 4
+        assert value(found, "gochatd_claim_latency_seconds_count", queue="default") == 6
+        assert value(found, "gochatd_in_flight") == 1
+        for mode in ("streams", "polling", "starting", "stopped"):
+            assert value(found, "gochatd_dispatch_mode", mode=mode) == (mode == stack.mode)
+        for counter in ("gochatd_stale_fence_rejections_total", "gochatd_redis_errors_total",
+                        "gochatd_sweep_redispatched_total", "gochatd_reaped_leases_total"):
+            assert value(found, counter) == 0
+
+        # Queue depth: every (queue, state) the store reports, and nothing else.
+        store_view = await admin.queues()
+        depth = {(s.labels["queue"], s.labels["state"]): s.value
+                 for s in found if s.name == "gochatd_queue_depth"}
+        stats = {q.queue: q for q in await admin.worker.store.queue_stats()}
+        assert set(depth) == {(q, state) for q in stats for state in STATES}
+        for (queue, state), gauge in depth.items():
+            assert gauge == store_view[queue][state], (queue, state)
+        assert depth[(PARKED, "queued")] == 3 and depth[(PARKED, "delayed")] == 1
+        assert depth[("default", "running")] == 1 and depth[("default", "dead")] == 2
+        oldest = value(found, "gochatd_queue_oldest_due_age_seconds", queue=PARKED)
+        assert 0 < oldest < 60
+
+        tracker.release_all()
+        await admin.wait_job(running, "completed")
+        after = samples((await admin.http.get("/metrics")).text)
+        assert value(after, "gochatd_in_flight") == 0
+        assert value(after, "gochatd_queue_depth", queue="default", state="running") == 0
+        assert value(after, "gochatd_job_duration_seconds_count", queue="default",
+                     job_type="test:block") == 1
