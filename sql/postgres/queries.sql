@@ -78,7 +78,7 @@ RETURNING j.id, j.cancel_requested;
 -- name: reap_expired_leases
 WITH expired AS MATERIALIZED (
     SELECT id FROM background_jobs
-    WHERE status = 'running' AND lease_expires_at < now()
+    WHERE status = 'running' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE background_jobs

@@ -85,7 +85,7 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     scheduled_at = {now}, lease_expires_at = NULL, dispatched_at = NULL,
     cancel_requested = 0, updated_at = {now}
 WHERE id IN (SELECT id FROM background_jobs
-             WHERE status = 'running' AND lease_expires_at < {now}
+             WHERE status = 'running' AND (lease_expires_at < {now} OR lease_expires_at IS NULL)
              ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id, status;
 
