@@ -116,10 +116,11 @@ async def accept_entries(
         await streams.ack(drop)
         await trio.sleep(0.5)
         return
+    # Start what we claimed before anything else can fail or hang: the leases are ours now.
+    worker.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed})
     got = {c.id for c in claimed}
     drop.extend(e for job_id, e in wanted.items() if job_id not in got)
     await streams.ack(drop)
-    worker.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed})
 
 
 async def poll_database(worker: Worker, *, until_streams: bool) -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks and fault-injection runs that drive real gochatd processes."""

@@ -1,0 +1,19 @@
+"""Every scenario, in the order ``--scenario all`` runs them."""
+
+from __future__ import annotations
+
+from benchmarks.chaos.scenarios import load, postgres, processes, redis
+from benchmarks.chaos.scenarios.base import Scenario
+
+_BY_NAME = {s.name: s for s in [*processes.SCENARIOS, *postgres.SCENARIOS, *redis.SCENARIOS,
+                                *load.SCENARIOS]}
+
+ORDER = [
+    "crash_recovery", "repeated_kills", "postgres_restart", "pg_backend_kill", "pg_partition",
+    "redis_restart", "redis_partition", "pool_exhaustion", "retry_storm", "priority_starvation",
+    "poison_job", "rolling_restart", "clock_skew",
+]
+SCENARIOS: dict[str, Scenario] = {name: _BY_NAME[name] for name in ORDER}
+assert set(SCENARIOS) == set(_BY_NAME), "a scenario is missing from ORDER"
+
+__all__ = ["ORDER", "SCENARIOS", "Scenario"]

@@ -1,0 +1,52 @@
+"""The chaos runner's smoke run as part of the test suite: every scenario against a fleet
+of real daemons, a private PostgreSQL cluster and redis-server, in a few minutes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+#: The smoke run takes about three minutes on a two-core machine.
+DEADLINE_S = 420
+
+
+@pytest.mark.slow
+def test_chaos_smoke_all_scenarios_hold_the_invariants(tmp_path: Path) -> None:
+    report = tmp_path / "chaos.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.chaos", "--scenario", "all", "--smoke",
+         "--report", str(report)],
+        cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        out, _ = proc.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)  # the runner cleans up its processes and cluster
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        pytest.fail(f"the chaos smoke run took longer than {DEADLINE_S}s:\n{out[-6000:]}")
+    assert proc.returncode == 0, out[-8000:]
+    doc = json.loads(report.read_text())
+    assert doc["ok"] is True
+    names = [s["name"] for s in doc["scenarios"]]
+    assert len(names) >= 13 and len(set(names)) == len(names), names
+    for scenario in doc["scenarios"]:
+        where = f"{scenario['name']}: {scenario['violations']}"
+        assert scenario["ok"] is True, where
+        assert scenario["lost"] == 0, where
+        assert scenario["stale_commits_accepted"] == 0, where
+        assert scenario["jobs"] > 0, where
+        assert scenario["maintenance"], where
+    # Every scenario but the priority flood (a load pattern, not a fault) injected faults.
+    faults = {s["name"]: sum(s["faults"].values()) for s in doc["scenarios"]}
+    assert all(n > 0 for name, n in faults.items() if name != "priority_starvation"), faults
