@@ -18,6 +18,7 @@ import pytest
 
 from gochatd.aio import open_loop
 from gochatd.store import JobStore, open_store
+from tests.support.daemon_process import DaemonFactory
 from tests.support.redis_server import RedisServer
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
@@ -126,3 +127,13 @@ async def store(aio_loop: None, backend_url: str) -> AsyncIterator[JobStore]:
         yield s
     finally:
         await s.close()
+
+
+@pytest.fixture
+def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
+    """Starts ``gochatd`` processes; any still running at teardown is killed (-9)."""
+    factory = DaemonFactory(tmp_path)
+    try:
+        yield factory
+    finally:
+        factory.cleanup()

@@ -3,14 +3,12 @@ Streams) and real daemon processes."""
 
 import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from tests.admin.helpers import Stack
-from tests.support.daemon_process import DaemonFactory
 
 
 @pytest.fixture
@@ -42,11 +40,3 @@ def pg_redis_stack(pg_admin: str, redis_url: str) -> Stack:
     return Stack("pg_redis", pg_admin, redis_url)
 
 
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    """``gochatd`` processes; any still running at teardown is killed (-9)."""
-    factory = DaemonFactory(tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.cleanup()

@@ -5,25 +5,15 @@ import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
 import os
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-from tests.support.daemon_process import DaemonFactory
 from tests.support.e2e_jobs import reset_executions
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
 
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    """Starts ``gochatd`` processes; any still running at teardown is killed (-9)."""
-    factory = DaemonFactory(tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.cleanup()
 
 
 @pytest.fixture

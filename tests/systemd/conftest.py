@@ -7,18 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_process import DaemonFactory
 from tests.systemd.notify import NotifyListener
 
 
-@pytest.fixture
-def daemons(tmp_path: Path) -> Iterator[DaemonFactory]:
-    """Starts ``gochatd`` processes; any still running at teardown is killed (-9)."""
-    factory = DaemonFactory(tmp_path)
-    try:
-        yield factory
-    finally:
-        factory.cleanup()
 
 
 @pytest.fixture
