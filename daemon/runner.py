@@ -20,7 +20,7 @@ from gochatd.logs import get_logger
 from gochatd.model import ClaimedJob, Finish, Outcome
 from gochatd.redact import redact_error
 from gochatd.registry import Registry
-from gochatd.retry import Backoff
+from gochatd.retry import Backoff, next_delay_s
 from gochatd.store.rows import InvalidPayload
 
 
@@ -119,8 +119,8 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
         retryable = not isinstance(error, NonRetryable)
         error_class = "non_retryable" if not retryable else type(error).__name__
         message = f"{type(error).__name__}: {error}"
-    if retryable and job.attempts < job.max_attempts:
-        delay_s = policy.backoff.delay_s(job.attempts)
+    delay_s = next_delay_s(policy.backoff, job.attempts, job.max_attempts) if retryable else None
+    if delay_s is not None:
         log.warning("job_retry", error_class=error_class, delay_s=round(delay_s, 3))
         return finish(Outcome.RETRY, error_class, message, delay_s)
     log.warning("job_dead", error_class=error_class, exhausted=retryable)
