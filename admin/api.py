@@ -140,7 +140,9 @@ def register(app: QuartTrio, worker: Worker) -> None:
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
-        return jsonify(openapi_document(auth_required=bool(worker.settings.admin_token)))
+        gateway = worker.gateway is not None and not worker.settings.gateway_listen
+        return jsonify(openapi_document(auth_required=bool(worker.settings.admin_token),
+                                        gateway=gateway))
 
     # -- this process ----------------------------------------------------------------------
 

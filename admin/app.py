@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from gochatd.service import Worker
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: The gateway's endpoints: authenticated by tenant API keys, not by the admin token.
+GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch"})
 #: Headers of werkzeug's HTTP errors worth keeping on our JSON error (405 must say Allow).
 _KEPT_ERROR_HEADERS = frozenset({"allow", "www-authenticate", "retry-after"})
 
@@ -58,6 +60,8 @@ def create_app(worker: Worker) -> QuartTrio:
 
     @app.before_request
     async def authorize() -> Response | None:
+        if request.method == "POST" and request.path in GATEWAY_PATHS:
+            return None  # tenants' API keys, checked by admin/gateway.py; never the admin token
         token = worker.settings.admin_token
         if not token and request.host and not is_loopback_host(request.host):
             # Without a token the API trusts whoever can reach loopback. A Host naming
@@ -81,6 +85,30 @@ def create_app(worker: Worker) -> QuartTrio:
             response.headers["WWW-Authenticate"] = 'Bearer realm="gochatd"'
             return response
         return None
+
+    register_errors(app, worker)
+
+    @app.get("/")
+    async def dashboard() -> Response:
+        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
+        return Response(html, content_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-store"})
+
+    from gochatd.admin import api, outbox_api, probes, tenants
+
+    probes.register(app, worker)
+    api.register(app, worker)
+    outbox_api.register(app, worker)
+    tenants.register(app, worker)
+    if worker.gateway is not None and not worker.settings.gateway_listen:
+        from gochatd.admin import gateway
+
+        gateway.register(app, worker)
+    return app
+
+
+def register_errors(app: QuartTrio, worker: Worker) -> None:
+    """Every error as JSON ``{"error": {"code", "message"}}`` (the gateway's app too)."""
 
     @app.errorhandler(ApiError)
     async def api_error(exc: ApiError) -> Response:
@@ -119,18 +147,6 @@ def create_app(worker: Worker) -> QuartTrio:
         worker.log.error("admin_request_failed", error_class=type(exc).__name__,
                          path=request.path)
         return error_response(500, "internal", "internal error; see the daemon log")
-
-    @app.get("/")
-    async def dashboard() -> Response:
-        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
-        return Response(html, content_type="text/html; charset=utf-8",
-                        headers={"Cache-Control": "no-store"})
-
-    from gochatd.admin import api, probes
-
-    probes.register(app, worker)
-    api.register(app, worker)
-    return app
 
 
 def json_body(data: Any, allowed: set[str]) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import gochatd
+from gochatd.admin.openapi_gateway import gateway_paths, gateway_schemas, tenants_path
+from gochatd.admin.openapi_outbox import outbox_paths, outbox_schemas
 from gochatd.model import JobStatus
 
 #: The largest job id (PostgreSQL bigint).
@@ -73,9 +75,11 @@ def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None 
     return {"post": op}
 
 
-def openapi_document(*, auth_required: bool = True) -> dict[str, Any]:
+def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> dict[str, Any]:
     """The document as this server behaves: with an admin token every POST needs the bearer
-    token; without one (loopback only) no operation does."""
+    token; without one (loopback only) no operation does. With ``gateway`` (served on this
+    listener) POST /v1/jobs and /v1/jobs:batch need a tenant API key instead."""
+    gateway_ops = gateway_paths(_json, _ref, _ERRORS) if gateway else {}
     statuses = [s.value for s in JobStatus]
     list_params = [
         {"name": "status", "in": "query", "schema": {"type": "string", "enum": [*statuses, ""]}},
@@ -114,7 +118,11 @@ def openapi_document(*, auth_required: bool = True) -> dict[str, Any]:
                                               _json(_ref("QueuePause"), "paused"), [_QUEUE]),
             "/v1/queues/{queue}/resume": _post("Resume a queue fleet-wide",
                                                _json(_ref("QueuePause"), "resumed"), [_QUEUE]),
-            "/v1/jobs": _get("List jobs", _json(_ref("JobList"), "jobs"), list_params),
+            # GET lists jobs (admin); POST is the gateway's (popped here, before **gateway_ops).
+            "/v1/jobs": {**_get("List jobs", _json(_ref("JobList"), "jobs"), list_params),
+                         **gateway_ops.pop("/v1/jobs", {})},
+            **gateway_ops,
+            **tenants_path(_get, _json, _ref),
             "/v1/jobs/retry": _post(
                 "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
                 body={"type": "object", "additionalProperties": False, "properties": {
@@ -127,10 +135,15 @@ def openapi_document(*, auth_required: bool = True) -> dict[str, Any]:
                                              _json(_ref("Job"), "queued again"), [_JOB_ID]),
             "/v1/jobs/{job_id}/cancel": _post("Cancel a job (running: via its heartbeat)",
                                               _json(_ref("Job"), "cancelled"), [_JOB_ID]),
+            **outbox_paths(_get, _post, _json, _ref, _TEXT_FILTER),
         },
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                "tenantKey": {"type": "http", "scheme": "bearer",
+                                              "description": "a tenant API key (gateway.keys)"}},
             "schemas": {
+                **outbox_schemas(_ref),
+                **gateway_schemas(_ref),
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                     "type": "object", "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},

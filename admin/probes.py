@@ -57,6 +57,10 @@ def register(app: QuartTrio, worker: Worker) -> None:
         try:
             with trio.move_on_after(STORE_CHECK_S):
                 worker.metrics.set_queue_stats(await worker.store.queue_stats())
+                worker.outbox_metrics.set_stats(await worker.store.outbox_stats())
+                if worker.settings.tenants:
+                    worker.metrics.set_tenant_running(
+                        worker.settings.tenants, await worker.store.running_by_tenant())
         except StoreUnavailable:
             pass  # depth gauges keep their last values; counters are still served
         return Response(generate_latest(worker.metrics.registry), content_type=CONTENT_TYPE_LATEST)

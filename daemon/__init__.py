@@ -6,13 +6,34 @@ Public API::
 
     @gochatd.job("message:send_reply", queue="high", timeout_s=60, max_attempts=25)
     async def send_reply(ctx: gochatd.JobContext) -> None: ...
+
+    @gochatd.periodic("*/5 * * * *", job_type="sla:trigger_accounts", queue="scheduled_jobs")
+    async def trigger_accounts(ctx: gochatd.JobContext) -> None: ...
+
+    async with gochatd.Client("postgresql://…", "redis://…") as client:   # from Trio code
+        job = await client.enqueue("message:send_reply", {"message_id": 7})
 """
 
 import gochatd.aio  # noqa: F401, I001  # trio_asyncio must be imported before psycopg
 
+from gochatd.client import Client
 from gochatd.context import JobContext
-from gochatd.errors import IdempotencyConflict, NonRetryable, StaleLease
+from gochatd.errors import (
+    IdempotencyConflict,
+    InvalidJob,
+    InvalidReply,
+    NonRetryable,
+    RetryAfter,
+    StaleLease,
+)
+from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
+from gochatd.new_job import NewJob
+from gochatd.periodic_jobs import periodic
 from gochatd.registry import job
 
 __version__ = "0.1.0"
-__all__ = ["IdempotencyConflict", "JobContext", "NonRetryable", "StaleLease", "job"]
+__all__ = [
+    "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
+    "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter", "StaleLease",
+    "job", "periodic",
+]

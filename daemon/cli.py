@@ -22,7 +22,9 @@ from gochatd.aio import open_loop
 from gochatd.client import Client
 from gochatd.config import FIELDS, Settings, load_settings
 from gochatd.errors import ConfigError, GochatdError, UserError
+from gochatd.gateway.settings import check_gateway_keys
 from gochatd.logs import configure_logging
+from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
 from gochatd.model import Job, JobFilter, JobStatus
 from gochatd.registry import load_handler_modules
 from gochatd.store import open_store
@@ -83,6 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("id", type=_job_id)
         if name == "show":
             p.add_argument("--json", action="store_true")
+    prune = jobs_sub.add_parser(
+        "prune", help="delete finished jobs older than their retention (retention.* config)"
+    )
+    _add_common(prune)
+    prune.add_argument("--dry-run", action="store_true", help="only count what would go")
 
     db = sub.add_parser("db", help="database schema")
     db_sub = db.add_subparsers(dest="db_command", required=True, parser_class=_Parser)
@@ -94,16 +101,54 @@ def build_parser() -> argparse.ArgumentParser:
     check = cfg_sub.add_parser("check", help="print the effective config, secrets masked")
     _add_serve_args(check)
 
-    bench = sub.add_parser("bench", help="measure enqueue, drain and end-to-end rates")
-    bench.add_argument("--jobs", type=_positive_int, default=10_000)
-    bench.add_argument("--concurrency", type=_positive_int, default=50)
-    bench.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
-    bench.add_argument("--database-url", help="PostgreSQL server for --backend postgres "
-                       "(a scratch database is created on it and dropped afterwards)")
-    bench.add_argument("--redis", metavar="URL", default="", help="use Redis Streams dispatch")
-    bench.add_argument("--producers", type=_positive_int, default=8)
-    bench.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    gw = sub.add_parser("gateway", help="the gateway's tenant API keys")
+    gw_sub = gw.add_subparsers(dest="gateway_command", required=True, parser_class=_Parser)
+    hk = gw_sub.add_parser("hash-key", help="print the config hash of a key read from stdin, "
+                           "or of a new one (--generate)")
+    hk.add_argument("--generate", action="store_true", help="make a new random key")
+    hk.add_argument("--tenant", help="also print the gateway.keys config entry for this tenant")
+
+    per = sub.add_parser("periodic", help="periodic jobs")
+    per_sub = per.add_subparsers(dest="periodic_command", required=True, parser_class=_Parser)
+    pls = per_sub.add_parser("list", help="each periodic job with its schedule and next runs")
+    _add_common(pls)
+    pls.add_argument("--handlers", metavar="MODULES", help="modules that declare @gochatd.periodic")
+    pls.add_argument("--count", type=_limit, default=3, help="next run times to show (default 3)")
+    pls.add_argument("--json", action="store_true")
+
+    from gochatd.outbox.cli import add_outbox_parser
+
+    add_outbox_parser(sub, _Parser, _add_common, {"limit": _limit})
+
+    _add_bench_args(sub.add_parser("bench", help="measure every row of the target table"))
     return parser
+
+
+def _add_bench_args(bench: argparse.ArgumentParser) -> None:
+    bench.add_argument("--scenario", metavar="S[,S…]",
+                       help="throughput, latency, daemon, backlog, soak, idle-in-tx or all "
+                       "(default: throughput,latency,daemon; with --smoke: all)")
+    bench.add_argument("--backend", metavar="B[,B…]", default="all",
+                       help="sqlite, postgres (polling), postgres+redis or all (default)")
+    bench.add_argument("--smoke", action="store_true",
+                       help="every scenario at a tiny size (a check, not a measurement)")
+    bench.add_argument("--jobs", type=_positive_int, help="jobs per throughput run (10000)")
+    bench.add_argument("--soak-jobs", type=_positive_int, help="soak length (1000000)")
+    bench.add_argument("--backlog-jobs", type=_positive_int, help="big backlog (1000000)")
+    bench.add_argument("--idle-tx-minutes", type=_positive_float,
+                       help="how long the idle-in-transaction holder holds (10)")
+    bench.add_argument("--idle-tx-rate", type=_positive_float,
+                       help="jobs/s offered during idle-in-tx (1000)")
+    bench.add_argument("--concurrency", type=_positive_int, default=50)
+    bench.add_argument("--producers", type=_positive_int, default=8)
+    bench.add_argument("--database-url", help="PostgreSQL server (scratch databases are "
+                       "created on it and dropped afterwards)")
+    bench.add_argument("--redis", metavar="URL", default="",
+                       help="Redis for postgres+redis (default redis://127.0.0.1:6379/0; "
+                       "streams use a private prefix, deleted afterwards)")
+    bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
+    bench.add_argument("--profile", metavar="FILE",
+                       help="write a pyinstrument profile of one drain (needs pyinstrument)")
 
 
 def _add_serve_args(p: argparse.ArgumentParser) -> None:
@@ -120,6 +165,13 @@ def _add_serve_args(p: argparse.ArgumentParser) -> None:
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
+        raise ValueError
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
         raise ValueError
     return value
 
@@ -204,7 +256,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from gochatd.admin.server import check_admin_settings
 
         check_admin_settings(settings.admin_listen, settings.admin_token)
-    worker = Worker(settings, migrate=args.migrate, reload_args=reload_args)
+    check_gateway_keys(settings.gateway_keys, settings.admin_token)
+    worker = Worker(settings, migrate=args.migrate, reload_args=reload_args,
+                    gateway=not args.worker_only)
     if settings.database_url.startswith("postgres"):
         _require_schema(settings, args.migrate)
     return _run_async(lambda: worker.run(handle_signals=True))
@@ -319,11 +373,24 @@ def cmd_jobs(args: argparse.Namespace) -> int:
                 for key, value in _public(job).items():
                     print(f"{key:18} {json.dumps(value) if isinstance(value, dict) else value}")
             return 0
+        if args.jobs_command == "prune":
+            return await _prune(client, settings, dry_run=args.dry_run)
         job = await (client.retry(args.id) if args.jobs_command == "retry" else client.cancel(args.id))
         _print_json(_public(job))
         return 0
 
     return _run_async(lambda: _with_client(settings, run))
+
+
+async def _prune(client: Client, settings: Settings, *, dry_run: bool) -> int:
+    """Prints ``{"dry_run": …, "completed": n, "dead": n, "cancelled": n}`` (classes kept
+    forever are left out)."""
+    assert client.store is not None
+    policy = RetentionPolicy.from_settings(settings)
+    counts = await (count_prunable(client.store, policy) if dry_run
+                    else prune_once(client.store, policy))
+    _print_json({"dry_run": dry_run, **{status.value: n for status, n in counts.items()}})
+    return 0
 
 
 def _print_table(jobs: Sequence[Job]) -> None:
@@ -356,6 +423,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         from gochatd.admin.server import check_admin_settings
 
         check_admin_settings(settings.admin_listen, settings.admin_token)
+    check_gateway_keys(settings.gateway_keys, settings.admin_token)
     masked = settings.masked()
     width = max(len(k) for k in masked)
     for spec in FIELDS:
@@ -372,6 +440,38 @@ def cmd_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gateway(args: argparse.Namespace) -> int:
+    from gochatd.gateway.hash_key_cmd import main_hash_key
+
+    return main_hash_key(args.generate, args.tenant)
+
+
+def cmd_periodic(args: argparse.Namespace) -> int:
+    from gochatd.periodic_list import list_periodic
+
+    settings = _settings(args)
+    configure_logging("warning", "json")
+    load_handler_modules(settings.handlers)
+
+    async def run() -> int:
+        listing = await list_periodic(settings, args.count)
+        if args.json:
+            _print_json(listing.to_dict())
+        else:
+            print("\n".join(listing.lines()))
+        return 0
+
+    return _run_async(run)
+
+
+def cmd_outbox(args: argparse.Namespace) -> int:
+    from gochatd.outbox.cli import run_outbox_command
+
+    settings = _settings(args)
+    configure_logging("warning", "json")
+    return _run_async(lambda: run_outbox_command(args, settings))
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from gochatd.bench import run_bench
 
@@ -386,6 +486,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "db": cmd_db,
     "config": cmd_config,
     "bench": cmd_bench,
+    "gateway": cmd_gateway,
+    "periodic": cmd_periodic,
+    "outbox": cmd_outbox,
 }
 
 

@@ -1,10 +1,14 @@
-"""Enqueueing: validation, the idempotent insert, then an XADD once the row commits.
+"""The public client: enqueue (one job or a batch), inspect and cancel jobs.
 
-A failed XADD never fails an enqueue: the row is the truth, and the scheduler's sweep
-re-dispatches it. Usable from any Trio code::
+Enqueueing is validation, the idempotent insert, then an XADD once the row commits. A failed
+XADD never fails an enqueue: the row is the truth, and the scheduler's sweep re-dispatches
+it. Usable from any Trio code::
 
     async with gochatd.Client("postgresql://…", "redis://…") as client:
         job = await client.enqueue("message:send_reply", {"message_id": 7}, queue="high")
+        results = await client.enqueue_many(
+            [gochatd.NewJob("message:send_reply", {"message_id": n}) for n in range(1000)]
+        )
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import dataclasses
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
@@ -25,15 +29,24 @@ import trio_asyncio
 from gochatd.aio import open_loop
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, InvalidJob
+from gochatd.group_commit import GroupCommit
 from gochatd.logs import get_logger
-from gochatd.model import DispatchRef, EnqueueRequest, Job, JobFilter
+from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
+from gochatd.new_job import NewJob, as_new_job
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
 from gochatd.store import JobStore, open_store
-from gochatd.store.rows import canonical_json
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 DISPATCH_RETRY_S = 5.0
+#: The most items one ``enqueue_many`` call takes (one INSERT); split larger batches.
+MAX_BATCH = 10_000
+_FIELD_MESSAGE = re.compile(r"^(\w+): ")
+#: canonical_json's form, refusing NaN and Infinity (not JSON) in the same pass. Built once:
+#: json.dumps with options builds a new encoder on every call.
+_STRICT_CANONICAL = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+)
 
 
 def validate_enqueue(
@@ -49,6 +62,7 @@ def validate_enqueue(
     priority: int,
     traceparent: str | None,
     max_payload_bytes: int,
+    dispatch_now: bool = False,
 ) -> EnqueueRequest:
     """Refuse bad input before anything is written. Every message names the field."""
     if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
@@ -62,9 +76,8 @@ def validate_enqueue(
     if not isinstance(payload, dict):
         raise InvalidJob("payload: expected a JSON object")
     try:
-        encoded = canonical_json(payload)
+        encoded = _STRICT_CANONICAL.encode(payload)
         json.loads(encoded)
-        json.dumps(payload, allow_nan=False)  # NaN and Infinity are not JSON
         size = len(encoded.encode("utf-8"))  # lone surrogates are not text
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidJob(f"payload: not JSON-serialisable ({type(exc).__name__})") from None
@@ -109,7 +122,37 @@ def validate_enqueue(
         max_attempts=attempts,
         priority=priority,
         traceparent=traceparent,
+        dispatch_now=dispatch_now,
     )
+
+
+def validate_batch(
+    items: Sequence[NewJob | Mapping[str, Any]], max_payload_bytes: int,
+    dispatch_now: bool = False,
+) -> list[EnqueueRequest]:
+    """Validate every item before anything is written; the first bad one is refused with its
+    index and field (``requests[3].queue: …``)."""
+    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
+        raise InvalidJob("requests: expected a list of jobs")
+    if len(items) > MAX_BATCH:
+        raise InvalidJob(f"requests: {len(items)} jobs is over the limit of {MAX_BATCH} per call")
+    requests = []
+    for index, item in enumerate(items):
+        new = as_new_job(item, index)
+        try:
+            requests.append(validate_enqueue(
+                new.job_type, new.payload, queue=new.queue, tenant_id=new.tenant_id,
+                idempotency_key=new.idempotency_key, scheduled_at=new.scheduled_at,
+                delay_s=new.delay_s, max_attempts=new.max_attempts, priority=new.priority,
+                traceparent=new.traceparent, max_payload_bytes=max_payload_bytes,
+                dispatch_now=dispatch_now,
+            ))
+        except InvalidJob as exc:
+            message = str(exc)
+            if _FIELD_MESSAGE.match(message):
+                raise InvalidJob(f"requests[{index}].{message}") from None
+            raise InvalidJob(f"requests[{index}]: {message}") from None
+    return requests
 
 
 def _is_text(value: str) -> bool:
@@ -122,7 +165,15 @@ def _is_text(value: str) -> bool:
 
 
 class Client:
-    """Enqueue and inspect jobs. Pass URLs to let it own its connections, or a ready store."""
+    """Enqueue, inspect and cancel jobs from Trio code.
+
+    ``Client(database_url, redis_url=None)`` opens its own connections in ``async with`` and
+    closes them on exit (it also opens the trio-asyncio loop if none is running). With a
+    ``redis_url`` every new job that is due is XADDed to its queue's stream after commit,
+    so an idle worker starts it within milliseconds; without one, workers are woken by the
+    database (LISTEN/NOTIFY or SQLite's data_version). Pass ``store=`` (and ``streams=``)
+    instead of URLs to share connections that are already open.
+    """
 
     def __init__(
         self,
@@ -151,6 +202,7 @@ class Client:
         self.dispatch_ok = True
         self._dispatch_retry_at = 0.0
         self._owned = contextlib.AsyncExitStack()
+        self._group = GroupCommit(self._write_group)
         self._log = get_logger(component="client")
 
     async def __aenter__(self) -> Client:
@@ -196,42 +248,88 @@ class Client:
         priority: int = 0,
         traceparent: str | None = None,
     ) -> Job:
+        """Enqueue one job and return its row. Raises ``InvalidJob`` for bad input (nothing
+        is written) and ``IdempotencyConflict`` when (tenant_id, idempotency_key) already
+        names a different job; the same job again returns the existing row."""
         request = validate_enqueue(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
             priority=priority, traceparent=traceparent, max_payload_bytes=self.max_payload_bytes,
         )
+        if self._will_xadd():
+            request = _with_dispatch(request)
+        # Concurrent callers share one INSERT and one XADD pipeline (group commit).
+        return (await self._group.submit(request)).job
+
+    async def _write_group(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        if len(requests) == 1:
+            results = [await self._store().enqueue(requests[0])]
+        else:
+            results = await self._store().enqueue_many(requests, raise_on_conflict=False)
+        await self._after_commit(results)
+        return results
+
+    async def enqueue_many(
+        self,
+        requests: Sequence[NewJob | Mapping[str, Any]],
+        *,
+        raise_on_conflict: bool = True,
+    ) -> list[EnqueueResult]:
+        """Enqueue a batch (at most ``MAX_BATCH`` items) in one INSERT and one pipelined XADD.
+
+        Every item is validated first: one bad item raises ``InvalidJob`` naming its index and
+        field, and nothing is written. Returns one ``EnqueueResult`` per item, in order:
+        ``.job`` is the row, ``.created`` is False when the item's idempotency key already
+        named the same job (that row is returned). An item whose key names a different job is
+        a conflict: by default the whole batch is rolled back and ``IdempotencyConflict``
+        (with ``.index``) is raised; with ``raise_on_conflict=False`` the other items are
+        written and that item's result has ``.conflict`` True (``.job`` is the holder).
+        """
+        batch = validate_batch(requests, self.max_payload_bytes, dispatch_now=self._will_xadd())
+        if not batch:
+            return []
+        results = await self._store().enqueue_many(batch, raise_on_conflict=raise_on_conflict)
+        await self._after_commit(results)
+        return results
+
+    def _will_xadd(self) -> bool:
         if not self.dispatch_ok and trio.current_time() >= self._dispatch_retry_at:
             self.dispatch_ok = True
-        will_xadd = self.streams is not None and self.dispatch_ok
-        if will_xadd:
-            request = _with_dispatch(request)
-        result = await self._store().enqueue(request)
-        job = result.job
-        if result.created and job.dispatched_at is not None and self.streams is not None:
+        return self.streams is not None and self.dispatch_ok
+
+    async def _after_commit(self, results: Sequence[EnqueueResult]) -> None:
+        """XADD the new, due rows in one pipeline; then tell the owner (wake-ups)."""
+        created = [r.job for r in results if r.created]
+        refs = [DispatchRef(j.id, j.job_type, j.queue, j.tenant_id)
+                for j in created if j.dispatched_at is not None]
+        if refs and self.streams is not None:
             try:
-                await self.streams.publish(
-                    [DispatchRef(job.id, job.job_type, job.queue, job.tenant_id)]
-                )
+                await self.streams.publish(refs)
             except DispatchUnavailable:
                 self.dispatch_ok = False
                 self._dispatch_retry_at = trio.current_time() + DISPATCH_RETRY_S
-                self._log.warning("xadd_failed", job_id=job.id, queue=job.queue,
-                                  note="the sweep will re-dispatch it")
-        if result.created and self.on_enqueued is not None:
-            self.on_enqueued(job)
-        return job
+                self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
+                                  queue=refs[0].queue, note="the sweep will re-dispatch it")
+        if self.on_enqueued is not None:
+            for job in created:
+                self.on_enqueued(job)
 
     async def get_job(self, job_id: int) -> Job | None:
+        """The job's current row, or None if there is no such job (or it was pruned)."""
         return await self._store().get_job(job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        """Jobs matching the filter, by id (page with ``JobFilter.after_id``)."""
         return await self._store().list_jobs(flt)
 
     async def retry(self, job_id: int) -> Job:
+        """Queue a dead or cancelled job again (``InvalidTransition`` otherwise)."""
         return await self._store().retry_job(job_id)
 
     async def cancel(self, job_id: int) -> Job:
+        """Cancel a job: a queued or retrying job becomes ``cancelled`` at once; a running one
+        gets ``cancel_requested`` and its worker cancels the handler at the next heartbeat.
+        Raises ``JobNotFound``, or ``InvalidTransition`` for a finished job."""
         return await self._store().cancel_job(job_id)
 
 

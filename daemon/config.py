@@ -20,6 +20,16 @@ from typing import Any
 import yaml
 
 from gochatd.errors import ConfigError
+from gochatd.gateway.settings import (
+    TenantLimits,
+    parse_gateway_listen,
+    parse_keys,
+    parse_tenants,
+)
+from gochatd.http_handlers import parse_http_handlers
+from gochatd.outbox.channels import parse_channels
+from gochatd.outbox.providers import ChannelConfig
+from gochatd.periodic_jobs import parse_periodic_config
 from gochatd.redact import mask_url
 from gochatd.registry import QUEUE_RE
 
@@ -209,6 +219,10 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("redis_url", _parse_url(("redis", "rediss", "unix"), True), "", secret=True,
               help="empty: no Redis, workers poll the database"),
     FieldSpec("handlers", _parse_list, [], help="modules that register handlers"),
+    FieldSpec("handlers.http", parse_http_handlers, {},
+              help="job type or 'prefix:*' -> {url, timeout_s, secret_env}: run by an HTTP endpoint"),
+    FieldSpec("periodic", parse_periodic_config, {},
+              help="job type -> {cron | every, queue, payload, tenant_id, catch_up, max_attempts}"),
     FieldSpec("worker.id", _printable(200), "", help="lease owner name; default host:pid:random"),
     FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
     FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,
@@ -234,6 +248,35 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("admin.token", _printable(4096), "", secret=True, reloadable=True,
               help="bearer token for mutating admin endpoints; required off loopback"),
     FieldSpec("admin.max_body_bytes", _int, 1 << 20, 1024, 64 << 20),
+    FieldSpec("retention.completed_s", _float, 7 * 86400.0, 0, 3650 * 86400, reloadable=True,
+              help="delete completed jobs this long after they finished; 0: keep forever"),
+    FieldSpec("retention.dead_s", _float, 30 * 86400.0, 0, 3650 * 86400, reloadable=True,
+              help="delete dead jobs this long after they died; 0: keep forever"),
+    FieldSpec("retention.cancelled_s", _float, 30 * 86400.0, 0, 3650 * 86400, reloadable=True,
+              help="delete cancelled jobs this long after the cancel; 0: keep forever"),
+    FieldSpec("retention.batch", _int, 1000, 1, 100_000, reloadable=True,
+              help="rows per DELETE; a pass repeats until less than a batch is left"),
+    FieldSpec("retention.interval_s", _float, 300.0, 0.05, 86400, reloadable=True,
+              help="time between retention passes"),
+    FieldSpec("outbox.enabled", _parse_bool, True, help="run the reply outbox sender"),
+    FieldSpec("outbox.concurrency", _int, 8, 1, 1000, help="deliveries in flight"),
+    FieldSpec("outbox.lease_s", _float, 30.0, 1, 3600,
+              help="a sending row's lease; another daemon redelivers after it expires"),
+    FieldSpec("outbox.poll_s", _float, 1.0, 0.01, 60, reloadable=True,
+              help="due-row poll when no local completion wrote replies"),
+    FieldSpec("outbox.max_attempts", _int, 25, 1, 1000, reloadable=True),
+    FieldSpec("outbox.channels", parse_channels, {},
+              help="channel -> {provider, url, secret_env, timeout_s, retry_base_s, retry_cap_s}"),
+    FieldSpec("gateway.listen", parse_gateway_listen, "",
+              help="empty: POST /v1/jobs on the admin listener; host:port: its own; off"),
+    FieldSpec("gateway.keys", parse_keys, {}, reloadable=True,
+              help="tenant API key hashes: {'sha256:<hex>': tenant}"),
+    FieldSpec("gateway.rate_per_s", _float, 100.0, 0, 1_000_000, reloadable=True,
+              help="default jobs per second per tenant; 0: no limit"),
+    FieldSpec("gateway.burst", _int, 1000, 1, 1_000_000, reloadable=True,
+              help="default burst per tenant (jobs admitted at once)"),
+    FieldSpec("tenants", parse_tenants, {}, reloadable=True,
+              help="per-tenant limits: {tenant: {rate_per_s, burst, max_running}}"),
 )
 FIELDS_BY_KEY = {f.key: f for f in FIELDS}
 FIELDS_BY_ATTR = {f.attr: f for f in FIELDS}
@@ -244,6 +287,8 @@ class Settings:
     database_url: str = "sqlite:///gochatd.db"
     redis_url: str = ""
     handlers: list[str] = field(default_factory=list)
+    handlers_http: dict[str, dict[str, Any]] = field(default_factory=dict)
+    periodic: dict[str, dict[str, Any]] = field(default_factory=dict)
     worker_id: str = ""
     worker_concurrency: int = 10
     worker_queues: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_QUEUE_WEIGHTS))
@@ -266,6 +311,22 @@ class Settings:
     admin_listen: str = "127.0.0.1:8410"
     admin_token: str = ""
     admin_max_body_bytes: int = 1 << 20
+    retention_completed_s: float = 7 * 86400.0
+    retention_dead_s: float = 30 * 86400.0
+    retention_cancelled_s: float = 30 * 86400.0
+    retention_batch: int = 1000
+    retention_interval_s: float = 300.0
+    outbox_enabled: bool = True
+    outbox_concurrency: int = 8
+    outbox_lease_s: float = 30.0
+    outbox_poll_s: float = 1.0
+    outbox_max_attempts: int = 25
+    outbox_channels: dict[str, ChannelConfig] = field(default_factory=dict)
+    gateway_listen: str = ""
+    gateway_keys: dict[str, str] = field(default_factory=dict)
+    gateway_rate_per_s: float = 100.0
+    gateway_burst: int = 1000
+    tenants: dict[str, TenantLimits] = field(default_factory=dict)
     #: Where each value came from: default, file, env or flag.
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     config_file: str | None = field(default=None, compare=False)
@@ -284,6 +345,10 @@ class Settings:
             value = getattr(self, spec.attr)
             if spec.secret and isinstance(value, str):
                 value = mask_url(value) if "://" in value else ("***" if value else "")
+            if isinstance(value, dict):  # tenants: limits as plain JSON-able mappings
+                value = {k: _plain(v) for k, v in value.items()}
+            if spec.key == "handlers.http":  # a URL may carry credentials
+                value = {k: {**v, "url": mask_url(v["url"])} for k, v in value.items()}
             out[spec.key] = value
         return out
 
@@ -297,11 +362,20 @@ class Settings:
         return reload, restart
 
 
+#: YAML paths that name another key: ``handlers: {modules: [myapp.jobs], http: {...}}``.
+_ALIASES = {"handlers.modules": "handlers"}
+
+
+def _has_children(path: str) -> bool:
+    """``handlers`` is a key (the module list) and a section (``handlers.http``)."""
+    return any(k.startswith(path + ".") for k in FIELDS_BY_KEY)
+
+
 def _flatten(doc: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in doc.items():
-        path = f"{prefix}{key}"
-        if path in FIELDS_BY_KEY:
+        path = _ALIASES.get(f"{prefix}{key}", f"{prefix}{key}")
+        if path in FIELDS_BY_KEY and not (isinstance(value, Mapping) and _has_children(path)):
             out[path] = value
         elif isinstance(value, Mapping):
             out.update(_flatten(value, path + "."))
@@ -395,6 +469,12 @@ def load_settings(
 
 #: GOCHAT_* variables that are read elsewhere and are not config keys.
 _OTHER_ENV = frozenset({"GOCHAT_CONFIG", "GOCHAT_TEST_PG_DSN", "GOCHAT_TEST_REDIS_SERVER"})
+
+
+def _plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+    return value
 
 
 def _copy(value: Any) -> Any:

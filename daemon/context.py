@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+
+from gochatd.errors import InvalidReply
+from gochatd.model import Reply
+from gochatd.outbox.reply import MAX_REPLIES_PER_JOB, make_reply
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +24,18 @@ class JobContext:
     fence: int
     log: structlog.typing.FilteringBoundLogger
     traceparent: str | None = None
+    #: Buffered by ``reply``; the runner writes them only with a completion.
+    replies: list[Reply] = field(default_factory=list)
+
+    async def reply(self, *, channel: str, to: str, body: dict[str, Any], dedupe_key: str) -> None:
+        """Queue a reply for delivery through ``channel``'s provider. Nothing is written now:
+        the reply reaches the outbox in the same transaction that completes this job, and
+        only if that completion applies (a failed, retried or stale run writes none).
+        ``dedupe_key`` is unique per tenant: a second reply with the same key is dropped."""
+        reply = make_reply(channel=channel, to=to, body=body, dedupe_key=dedupe_key)
+        if len(self.replies) >= MAX_REPLIES_PER_JOB:
+            raise InvalidReply(f"a job may buffer at most {MAX_REPLIES_PER_JOB} replies")
+        self.replies.append(reply)
 
     @property
     def trace_id(self) -> str | None:

@@ -12,6 +12,10 @@
      └── DispatchUnavailable        Redis could not be reached (transient; workers poll)
 
 ``NonRetryable`` is raised by handlers, not by gochatd: it makes a job dead at once.
+``HandlerFailure`` (and its ``RetryAfter``) is raised by handlers too, the HTTP handlers
+among them: it names the job's ``error_class`` and may ask for a retry delay.
+``InvalidReply`` (a ``NonRetryable`` and a ``ValueError``) is what ``ctx.reply`` raises for
+a reply it cannot accept: the same handler would only fail the same way again.
 """
 
 from __future__ import annotations
@@ -34,12 +38,17 @@ class InvalidJob(UserError):
 
 
 class IdempotencyConflict(UserError):
-    def __init__(self, tenant_id: str, idempotency_key: str, existing_id: int) -> None:
+    def __init__(
+        self, tenant_id: str, idempotency_key: str, existing_id: int, index: int | None = None
+    ) -> None:
+        where = f"requests[{index}]: " if index is not None else ""
         super().__init__(
-            f"idempotency key {idempotency_key!r} of tenant {tenant_id!r} is already used by "
-            f"job {existing_id} with a different job"
+            f"{where}idempotency key {idempotency_key!r} of tenant {tenant_id!r} is already "
+            f"used by job {existing_id} with a different job"
         )
         self.existing_id = existing_id
+        #: The position of the item in an ``enqueue_many`` batch.
+        self.index = index
 
 
 class JobNotFound(UserError):
@@ -71,3 +80,29 @@ class DispatchUnavailable(GochatdError):
 
 class NonRetryable(Exception):
     """Raise from a handler to make the job dead without further attempts."""
+
+
+class InvalidReply(NonRetryable, ValueError):
+    """``ctx.reply`` was given something it cannot store (see gochatd.outbox.reply)."""
+
+
+class HandlerFailure(Exception):
+    """A handler failure that names its own ``error_class`` (for example ``http_503``),
+    whether a retry can help, and optionally how long to wait before it."""
+
+    def __init__(
+        self, error_class: str, message: str, *, retryable: bool = True,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+
+
+class RetryAfter(HandlerFailure):
+    """Raise from a handler to retry after ``delay_s`` seconds (capped by
+    ``worker.retry_cap_s``) instead of the exponential backoff; it still counts as an attempt."""
+
+    def __init__(self, delay_s: float, message: str = "asked to retry later") -> None:
+        super().__init__("retry_after", message, retry_after_s=delay_s)

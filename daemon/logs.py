@@ -12,7 +12,14 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
            "error": logging.ERROR}
 
 
+#: The bound root logger, built on first use after each configure_logging(): binding per
+#: job context onto it skips structlog's lazy-proxy resolution on the hot path.
+_root: structlog.typing.FilteringBoundLogger | None = None
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
+    global _root
+    _root = None
     use_json = fmt == "json" or (fmt == "auto" and not sys.stdout.isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -34,5 +41,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
 
 
 def get_logger(**bind: Any) -> structlog.typing.FilteringBoundLogger:
-    logger: structlog.typing.FilteringBoundLogger = structlog.get_logger("gochatd").bind(**bind)
-    return logger
+    global _root
+    if _root is None:
+        _root = structlog.get_logger("gochatd").bind()
+    return _root.bind(**bind)

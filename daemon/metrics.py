@@ -4,6 +4,7 @@ is ``unregistered``) and outcomes. Never job ids, tenants' secrets or payloads."
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -13,6 +14,8 @@ from gochatd.model import QueueStats
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
                    5, 10, 30, 60)
+#: Distinct job types whose metric label is remembered (the rest are looked up each time).
+MAX_CACHED_LABELS = 10_000
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 
 #: worker.counters keys exported as counters: name -> help
@@ -25,6 +28,8 @@ EXPORTED_COUNTERS: dict[str, tuple[str, str]] = {
     "malformed_entries": ("gochatd_malformed_stream_entries", "Stream entries dropped as malformed"),
     "reclaimed_entries": ("gochatd_reclaimed_stream_entries", "Entries taken over with XAUTOCLAIM"),
     "claimed": ("gochatd_jobs_claimed", "Jobs claimed by this worker"),
+    "periodic_enqueued": ("gochatd_periodic_enqueued", "Periodic slots this worker enqueued"),
+    "periodic_skipped": ("gochatd_periodic_skipped", "Missed periodic slots skipped (catch_up: skip)"),
 }
 
 
@@ -56,6 +61,9 @@ class Metrics:
     def __init__(self, known_job_types: Callable[[], Iterable[str]]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._known = known_job_types
+        self._labels: dict[str, str] = {}
+        self._job_children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self._finished_children: dict[tuple[str, str, str], Any] = {}
         self.finished = Counter(
             "gochatd_jobs_finished", "Jobs finished by this worker",
             ["queue", "job_type", "outcome"], registry=self.registry,
@@ -76,13 +84,52 @@ class Metrics:
             "gochatd_queue_oldest_due_age_seconds", "Age of the oldest due job", ["queue"],
             registry=self.registry,
         )
+        self.pruned = Counter(
+            "gochatd_jobs_pruned", "Finished jobs deleted by retention", ["status"],
+            registry=self.registry,
+        )
+        self.tenant_running = Gauge(
+            "gochatd_tenant_running", "Running jobs (fleet-wide) of each tenant named in "
+            "the tenants config", ["tenant"], registry=self.registry,
+        )
 
     def watch(self, counters: Callable[[], Mapping[str, int]], in_flight: Callable[[], int],
               mode: Callable[[], str]) -> None:
         self.registry.register(_WorkerCollector(counters, in_flight, mode))
 
     def job_type_label(self, job_type: str) -> str:
-        return job_type if job_type in set(self._known()) else "unregistered"
+        # Per job on the hot path: remember the answer (job types are a bounded set of
+        # registered names; anything else is "unregistered").
+        label = self._labels.get(job_type)
+        if label is None:
+            label = job_type if job_type in set(self._known()) else "unregistered"
+            if len(self._labels) < MAX_CACHED_LABELS:
+                self._labels[job_type] = label
+        return label
+
+    def observe_job(self, queue: str, job_type: str, duration_s: float,
+                    claim_latency_s: float | None) -> None:
+        key = (queue, self.job_type_label(job_type))
+        children = self._job_children.get(key)
+        if children is None:
+            children = (self.duration.labels(*key), self.claim_latency.labels(queue))
+            self._job_children[key] = children
+        children[0].observe(duration_s)
+        if claim_latency_s is not None:
+            children[1].observe(claim_latency_s)
+
+    def count_finished(self, queue: str, job_type: str, outcome: str) -> None:
+        key = (queue, self.job_type_label(job_type), outcome)
+        child = self._finished_children.get(key)
+        if child is None:
+            child = self._finished_children[key] = self.finished.labels(*key)
+        child.inc()
+
+    def set_tenant_running(self, tenants: Iterable[str], running: Mapping[str, int]) -> None:
+        """Only configured tenants become labels: the set stays bounded."""
+        self.tenant_running.clear()
+        for tenant in tenants:
+            self.tenant_running.labels(tenant).set(running.get(tenant, 0))
 
     def set_queue_stats(self, stats: Iterable[QueueStats]) -> None:
         self.queue_depth.clear()

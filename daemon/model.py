@@ -137,6 +137,16 @@ class DispatchRef:
 
 
 @dataclass(frozen=True, slots=True)
+class Reply:
+    """A reply a handler asked for (``ctx.reply``): goes to the outbox with the completion."""
+
+    channel: str
+    recipient: str
+    body: dict[str, Any]
+    dedupe_key: str
+
+
+@dataclass(frozen=True, slots=True)
 class Finish:
     """One fenced state change requested by a runner."""
 
@@ -147,6 +157,8 @@ class Finish:
     delay_s: float = 0.0
     error_class: str | None = None
     last_error: str | None = None
+    #: Replies the handler produced; written only with a completion that applies.
+    replies: tuple[Reply, ...] = ()
 
     @property
     def status(self) -> JobStatus:
@@ -171,8 +183,13 @@ class EnqueueRequest:
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
+    """``job`` is the new row (``created``), the existing row of the same idempotency key
+    (not ``created``) or, with ``conflict``, the row that holds the key for a different job
+    type or payload (only ``enqueue_many`` reports that; nothing was written for the item)."""
+
     job: Job
     created: bool
+    conflict: bool = False
 
 
 @dataclass(frozen=True, slots=True)

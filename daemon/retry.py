@@ -24,8 +24,14 @@ class Backoff:
         return max(self.min_s, draw)
 
 
-def next_delay_s(backoff: Backoff, attempt: int, max_attempts: int) -> float | None:
-    """Seconds until the next attempt, or None when attempts are exhausted."""
+def next_delay_s(
+    backoff: Backoff, attempt: int, max_attempts: int, requested_s: float | None = None
+) -> float | None:
+    """Seconds until the next attempt, or None when attempts are exhausted. A delay the
+    handler asked for (``RetryAfter``, an HTTP ``Retry-After``) replaces the backoff draw,
+    within ``min_s``..``cap_s``."""
     if attempt >= max_attempts:
         return None
+    if requested_s is not None:
+        return min(backoff.cap_s, max(backoff.min_s, requested_s))
     return backoff.delay_s(attempt)

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
 
 from gochatd.context import JobContext
 from gochatd.dispatch.redis_streams import StreamEntry
-from gochatd.errors import NonRetryable
+from gochatd.errors import HandlerFailure, NonRetryable
 from gochatd.logs import get_logger
-from gochatd.model import ClaimedJob, Finish, Outcome
+from gochatd.model import ClaimedJob, Finish, Outcome, Reply
 from gochatd.redact import redact_error
-from gochatd.registry import Registry
+from gochatd.registry import HandlerSpec, Registry
 from gochatd.retry import Backoff, next_delay_s
 from gochatd.store.rows import InvalidPayload
 
@@ -48,6 +49,8 @@ class ActiveJob:
 class RunPolicy:
     backoff: Backoff
     default_timeout_s: float | None = None
+    #: Handlers for job types without a registered Python handler (config handlers.http).
+    fallback: Callable[[str], HandlerSpec | None] | None = None
 
 
 async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> Finish | None:
@@ -62,11 +65,12 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     )
 
     def finish(outcome: Outcome, error_class: str | None = None, message: str | None = None,
-               delay_s: float = 0.0) -> Finish:
+               delay_s: float = 0.0, replies: tuple[Reply, ...] = ()) -> Finish:
         return Finish(
             job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
             outcome=outcome, delay_s=delay_s, error_class=error_class,
             last_error=redact_error(message, job.payload) if message is not None else None,
+            replies=replies,
         )
 
     if isinstance(job.payload, InvalidPayload):
@@ -76,6 +80,8 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
                       f"the stored payload cannot be decoded ({job.payload.reason})")
 
     spec = registry.get(job.job_type)
+    if spec is None and policy.fallback is not None:
+        spec = policy.fallback(job.job_type)
     if spec is None:
         log.warning("job_unknown_type")
         active.handler_done = True
@@ -110,8 +116,10 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
         log.info("job_cancelled", duration_s=round(duration_s, 4))
         return finish(Outcome.CANCELLED, "cancelled", "cancelled by operator")
     if error is None and not timed_out:
-        log.info("job_completed", duration_s=round(duration_s, 4))
-        return finish(Outcome.COMPLETED)
+        log.info("job_completed", duration_s=round(duration_s, 4), replies=len(ctx.replies))
+        # Replies travel only with a completion; every other outcome drops them.
+        return finish(Outcome.COMPLETED, replies=tuple(ctx.replies))
+    requested_s: float | None = None
     if timed_out:
         error_class, message, retryable = "timeout", f"handler timed out after {timeout_s}s", True
     else:
@@ -119,7 +127,12 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
         retryable = not isinstance(error, NonRetryable)
         error_class = "non_retryable" if not retryable else type(error).__name__
         message = f"{type(error).__name__}: {error}"
-    delay_s = next_delay_s(policy.backoff, job.attempts, job.max_attempts) if retryable else None
+        if isinstance(error, HandlerFailure):
+            retryable, error_class, requested_s = error.retryable, error.error_class, error.retry_after_s
+    delay_s = (
+        next_delay_s(policy.backoff, job.attempts, job.max_attempts, requested_s)
+        if retryable else None
+    )
     if delay_s is not None:
         log.warning("job_retry", error_class=error_class, delay_s=round(delay_s, 3))
         return finish(Outcome.RETRY, error_class, message, delay_s)

@@ -5,8 +5,11 @@
      ├── finisher           batches fenced finishes, then XACKs    (loops/finish.py)
      ├── scheduler          due/delayed dispatch + sweep + trim    (loops/schedule.py)
      ├── reaper             expired leases -> retrying/dead        (loops/reap.py)
+     ├── retention          deletes old finished jobs in batches   (loops/retention.py)
      ├── heartbeat          extends leases, sees cancels           (loops/heartbeat.py)
      ├── notify             LISTEN/NOTIFY or data_version wake-ups (loops/notify.py)
+     ├── periodic           enqueues each due periodic slot once   (loops/periodic.py)
+     ├── outbox             delivers reply_outbox rows via providers (loops/outbox.py)
      └── handler nursery    runners, one per job, CapacityLimiter(concurrency)
           └── intake        stream consumer or database poller     (loops/intake.py)
 
@@ -34,11 +37,19 @@ from gochatd.client import Client
 from gochatd.config import Settings, load_settings
 from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
 from gochatd.errors import ConfigError, DispatchUnavailable, StoreUnavailable
+from gochatd.gateway.gateway import Gateway, gateway_loop
+from gochatd.gateway.settings import max_running_limits
+from gochatd.http_handlers import HttpHandlers
 from gochatd.logs import configure_logging, get_logger
-from gochatd.loops import heartbeat, intake, notify, pauses, reap, schedule, watchdog
+from gochatd.loops import heartbeat, intake, notify, outbox, pauses, reap, schedule, watchdog
 from gochatd.loops.finish import Finisher, FinishRequest
+from gochatd.loops.periodic import checked_specs, periodic_loop
+from gochatd.loops.retention import retention_loop
+from gochatd.loops.tenant_backlog import tenant_backlog_loop
 from gochatd.metrics import Metrics
 from gochatd.model import ClaimedJob, Job
+from gochatd.outbox.metrics import OutboxMetrics
+from gochatd.periodic_jobs import effective_specs
 from gochatd.redact import mask_url
 from gochatd.registry import REGISTRY, Registry
 from gochatd.retry import Backoff
@@ -71,6 +82,7 @@ class Worker:
         registry: Registry = REGISTRY,
         migrate: bool = False,
         reload_args: dict[str, Any] | None = None,
+        gateway: bool = True,
     ) -> None:
         self.settings = settings
         self.registry = registry
@@ -111,8 +123,23 @@ class Worker:
         self.notifier = Notifier()
         self.metrics = Metrics(registry.job_types)
         self.metrics.watch(lambda: self.counters, lambda: len(self.active), lambda: self.mode.value)
+        # The gateway (POST /v1/jobs) runs in the default mode, not with --worker-only.
+        self.gateway: Gateway | None = (
+            Gateway(settings, self.metrics.registry)
+            if gateway and settings.gateway_listen != "off" else None
+        )
+        self.gateway_address: str | None = None
         self._admin_shutdown = trio.Event()
         self._admin_stopped = trio.Event()
+        # The reply outbox: set by completions that wrote replies; the sender waits on it.
+        self.outbox_wakeup = Wakeup()
+        self.outbox_metrics = OutboxMetrics(self.metrics.registry)
+        self.outbox_providers = outbox.build_providers(self) if settings.outbox_enabled else {}
+        # Job types without a Python handler may be run by an HTTP endpoint (handlers.http).
+        self.http_handlers = HttpHandlers(settings.handlers_http)
+        self.periodic_specs = checked_specs(
+            effective_specs(settings.periodic), registry, settings.worker_max_payload_bytes
+        )
         self._apply_reloadable(settings)
 
     # -- settings --------------------------------------------------------------------------
@@ -120,7 +147,13 @@ class Worker:
     def _apply_reloadable(self, settings: Settings) -> None:
         self.settings = settings
         self.limiter.total_tokens = settings.worker_concurrency
-        self.policy = RunPolicy(Backoff(settings.worker_retry_base_s, settings.worker_retry_cap_s))
+        self.store.tenant_limits = max_running_limits(settings.tenants)
+        if self.gateway is not None:
+            self.gateway.apply(settings)
+        self.policy = RunPolicy(
+            Backoff(settings.worker_retry_base_s, settings.worker_retry_cap_s),
+            fallback=self.http_handlers.resolve if self.http_handlers else None,
+        )
         if self.streams is not None:
             self.streams.block_s = settings.worker_redis_block_timeout_s
 
@@ -211,13 +244,11 @@ class Worker:
             finish = await execute(active, self.registry, self.policy)
             assert self._finisher is not None
             job = active.claimed.job
-            self.metrics.duration.labels(
-                job.queue, self.metrics.job_type_label(job.job_type)
-            ).observe(trio.current_time() - started)
-            if job.locked_at is not None:
-                self.metrics.claim_latency.labels(job.queue).observe(
-                    max(0.0, (job.locked_at - job.scheduled_at).total_seconds())
-                )
+            self.metrics.observe_job(
+                job.queue, job.job_type, trio.current_time() - started,
+                None if job.locked_at is None
+                else max(0.0, (job.locked_at - job.scheduled_at).total_seconds()),
+            )
             applied = await self._finisher.submit(finish, active.entry, job)
             if finish is not None and not applied:
                 self.counters["stale_rejections"] += 1
@@ -235,13 +266,14 @@ class Worker:
             if request.applied and request.finish is not None:
                 self.counters[f"finished_{request.finish.outcome.value}"] += 1
                 if request.job is not None:
-                    self.metrics.finished.labels(
-                        request.job.queue, self.metrics.job_type_label(request.job.job_type),
-                        request.finish.outcome.value,
-                    ).inc()
+                    self.metrics.count_finished(
+                        request.job.queue, request.job.job_type, request.finish.outcome.value
+                    )
         if any(r.finish is not None and r.finish.status.value == "retrying" for r in batch):
             self.schedule_wakeup.set()
             self.intake_wakeup.set()
+        if any(r.applied and r.finish is not None and r.finish.replies for r in batch):
+            self.outbox_wakeup.set()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -268,6 +300,12 @@ class Worker:
                 await self.streams.open()
                 stack.push_async_callback(self._close_streams)
                 self.client.streams = self.streams
+            if self.gateway is not None:
+                await self.gateway.limiter.open()
+                stack.push_async_callback(self.gateway.limiter.close)
+            if self.http_handlers:
+                await self.http_handlers.open()
+                stack.push_async_callback(self.http_handlers.aclose)
             yield
 
     async def _close_store(self) -> None:
@@ -294,11 +332,19 @@ class Worker:
                 self._finisher = Finisher(self.store, lambda: self.streams, self._on_flushed)
                 await root.start(self._finisher.run)
                 root.start_soon(reap.reap_loop, self)
+                root.start_soon(retention_loop, self)
                 root.start_soon(heartbeat.heartbeat_loop, self)
                 root.start_soon(schedule.schedule_loop, self)
                 root.start_soon(notify.notify_loop, self)
                 root.start_soon(pauses.pauses_loop, self)
                 root.start_soon(watchdog.watchdog_loop, self)
+                root.start_soon(periodic_loop, self, self.periodic_specs)
+                if self.gateway is not None:
+                    root.start_soon(gateway_loop, self)
+                    if self.settings.gateway_listen:
+                        self.gateway_address = await root.start(self._run_gateway)
+                if self.outbox_providers:
+                    await root.start(outbox.outbox_loop, self, self.outbox_providers)
                 if self.settings.admin_listen != "off":
                     self.admin_address = await root.start(self._run_admin)
                 else:
@@ -327,10 +373,20 @@ class Worker:
         finally:
             self._admin_stopped.set()
 
+    async def _run_gateway(
+        self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """The gateway on its own listener (gateway.listen); it stops with the admin API."""
+        from gochatd.admin.gateway_server import serve_gateway
+
+        await serve_gateway(self, self._admin_shutdown.wait, task_status=task_status)
+
     async def _serve_handlers(self) -> None:
         assert self._finisher is not None
         async with self._finisher.send_channel, trio.open_nursery() as handlers:
             self._handlers = handlers
+            # Claims land here (jobs start in this nursery); idle unless a tenant has a cap.
+            handlers.start_soon(tenant_backlog_loop, self)
             with trio.CancelScope() as intake_scope:
                 self._intake_scope = intake_scope
                 if self.stopping:

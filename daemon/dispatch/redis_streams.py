@@ -8,6 +8,7 @@ XREADGROUP can strand an entry in the PEL (docs/architecture.md).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,27 @@ for _, key in ipairs(KEYS) do
   end
 end
 return out
+"""
+
+# XADD a batch in one command: ARGV[1] is MAXLEN, ARGV[2] a JSON array of entries
+# [index of the stream in KEYS, job_id, job_type, queue, tenant_id]. One EVALSHA with one JSON
+# argument costs ~1 µs of client CPU per entry, where a pipeline of XADDs costs ~25 µs of
+# redis-py CPU per entry. Like a pipeline, an entry that fails (a key of the wrong type) does
+# not stop the others; the first error is returned after all were tried.
+_PUBLISH_SCRIPT = """
+local maxlen = ARGV[1]
+local first_error = nil
+for _, e in ipairs(cjson.decode(ARGV[2])) do
+  local res = redis.pcall('XADD', KEYS[e[1]], 'MAXLEN', '~', maxlen, '*', 'job_id', e[2],
+                          'job_type', e[3], 'queue', e[4], 'tenant_id', e[5])
+  if type(res) == 'table' and res.err and first_error == nil then
+    first_error = res.err
+  end
+end
+if first_error then
+  return redis.error_reply(first_error)
+end
+return 1
 """
 
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
@@ -118,6 +140,7 @@ class RedisStreams:
         self.block_s = block_s
         self._redis: aredis.Redis | None = None
         self._fill: Any = None
+        self._publish: Any = None
 
     def key(self, queue: str) -> str:
         return f"{self.prefix}:{queue}"
@@ -141,6 +164,7 @@ class RedisStreams:
             )
             self._redis = client
             self._fill = client.register_script(_FILL_SCRIPT)
+            self._publish = client.register_script(_PUBLISH_SCRIPT)
 
         await run_aio(_open)
 
@@ -188,28 +212,20 @@ class RedisStreams:
     # -- producing -------------------------------------------------------------------------
 
     async def publish(self, refs: Sequence[DispatchRef]) -> None:
-        """XADD one entry per job, pipelined, with approximate MAXLEN trimming."""
+        """XADD one entry per job, all in one script call, with approximate MAXLEN trimming."""
         if not refs:
             return
+        keys: dict[str, int] = {}
         entries = [
-            (
-                self.key(ref.queue),
-                {
-                    "job_id": str(ref.job_id),
-                    "job_type": ref.job_type,
-                    "queue": ref.queue,
-                    "tenant_id": ref.tenant_id,
-                },
-            )
+            [keys.setdefault(self.key(ref.queue), len(keys) + 1), str(ref.job_id), ref.job_type,
+             ref.queue, ref.tenant_id]
             for ref in refs
         ]
-        maxlen = self.maxlen
+        args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
+        script = self._publish
 
         async def _publish(r: aredis.Redis) -> None:
-            async with r.pipeline(transaction=False) as pipe:
-                for key, fields in entries:
-                    pipe.xadd(key, fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
-                await pipe.execute()
+            await script(keys=list(keys), args=args, client=r)
 
         await self._call(_publish)
 

@@ -1,5 +1,5 @@
 """The finisher: batches runners' fenced state changes into one store round trip, then
-XACKs their stream entries once the states have committed."""
+XACKs their stream entries (in a separate acker task) once the states have committed."""
 
 from __future__ import annotations
 
@@ -58,42 +58,61 @@ class Finisher:
         return request.applied
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        # XACKs go to a separate acker: a batch's XACK round trip then overlaps the next
+        # batch's write instead of queueing in front of it.
+        ack_send, ack_receive = trio.open_memory_channel[list[StreamEntry]](math.inf)
         try:
-            async with self._receive_channel:
-                task_status.started()
-                async for first in self._receive_channel:
-                    batch = [first]
-                    while len(batch) < MAX_BATCH:
-                        try:
-                            batch.append(self._receive_channel.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
-                    await self._flush(batch)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._ack_loop, ack_receive)
+                async with ack_send, self._receive_channel:
+                    task_status.started()
+                    async for first in self._receive_channel:
+                        batch = [first]
+                        while len(batch) < MAX_BATCH:
+                            try:
+                                batch.append(self._receive_channel.receive_nowait())
+                            except (trio.WouldBlock, trio.EndOfChannel):
+                                break
+                        entries = await self._flush(batch)
+                        if entries:
+                            ack_send.send_nowait(entries)
         finally:
             self.finished.set()
 
-    async def _flush(self, batch: list[FinishRequest]) -> None:
+    async def _flush(self, batch: list[FinishRequest]) -> list[StreamEntry]:
+        """Write the batch's states, release its runners; return the entries to XACK."""
         finishes = [r.finish for r in batch if r.finish is not None]
         applied = await self._write(finishes)
         for request in batch:
             request.applied = request.finish is not None and request.finish.job_id in applied
         # The states have committed: release the runners (and their handler slots) now.
-        # The XACK only tidies the streams, and it may hang while Redis is unreachable.
         self._on_flushed(batch)
         for request in batch:
             request.done.set()
-        streams = self._streams()
-        entries = [r.entry for r in batch if r.entry is not None]
-        if streams is not None and entries:
-            # Unacked entries are reclaimed later; their jobs are no longer claimable, so
-            # the reclaim just acks them. A hung XACK must not hold up the next finishes.
-            with trio.move_on_after(ACK_TIMEOUT_S) as ack_scope:
-                try:
-                    await streams.ack(entries)
-                except DispatchUnavailable:
-                    self._log.warning("xack_failed", entries=len(entries))
-            if ack_scope.cancelled_caught:
-                self._log.warning("xack_failed", entries=len(entries), error="timeout")
+        return [r.entry for r in batch if r.entry is not None]
+
+    async def _ack_loop(self, receive: trio.MemoryReceiveChannel[list[StreamEntry]]) -> None:
+        """XACK committed jobs' entries, merging whatever queued up meanwhile. The XACK only
+        tidies the streams (unacked entries are reclaimed, and their jobs are no longer
+        claimable, so the reclaim just acks them); it may hang while Redis is unreachable."""
+        async with receive:
+            async for first in receive:
+                entries = list(first)
+                while True:
+                    try:
+                        entries.extend(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                streams = self._streams()
+                if streams is None:
+                    continue
+                with trio.move_on_after(ACK_TIMEOUT_S) as ack_scope:
+                    try:
+                        await streams.ack(entries)
+                    except DispatchUnavailable:
+                        self._log.warning("xack_failed", entries=len(entries))
+                if ack_scope.cancelled_caught:
+                    self._log.warning("xack_failed", entries=len(entries), error="timeout")
 
     async def _write(self, finishes: list[Finish]) -> set[int]:
         delay = 0.05

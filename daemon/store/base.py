@@ -21,13 +21,18 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.store.outbox import OutboxStore
+from gochatd.store.periodic_slots import PeriodicSlotStore
 
 
-class JobStore(Protocol):
+class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
     #: "postgres" or "sqlite"
     dialect: str
     #: True when other processes' inserts can wake this one (LISTEN/NOTIFY).
     has_notifications: bool
+    #: tenants.<id>.max_running: both claim paths cap each tenant's running jobs, fleet-wide.
+    #: Empty (the default): the plain claim queries run, as fast as without tenants.
+    tenant_limits: dict[str, int]
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -40,6 +45,14 @@ class JobStore(Protocol):
         ...
 
     async def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
+
+    async def enqueue_many(
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+    ) -> list[EnqueueResult]:
+        """Insert a batch at once; one result per request, in order. An idempotency conflict
+        is reported per item (``conflict=True``, nothing written for it) or, with
+        ``raise_on_conflict``, raised as ``IdempotencyConflict`` with nothing written at all."""
+        ...
 
     async def claim_jobs(
         self, ids: Sequence[int], owner: str, lease_s: float
@@ -82,6 +95,15 @@ class JobStore(Protocol):
     async def retry_job(self, job_id: int) -> Job: ...
     async def cancel_job(self, job_id: int) -> Job: ...
     async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
+    async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
+        """Retention: delete up to ``limit`` jobs of a terminal ``status`` whose last change
+        (``updated_at``) is older than ``older_than_s`` by the database clock; the count."""
+        ...
+
+    async def count_prunable_jobs(self, status: JobStatus, older_than_s: float) -> int:
+        """How many jobs ``prune_finished_jobs`` would delete (``jobs prune --dry-run``)."""
+        ...
+
     async def retry_dead_jobs(self, flt: JobFilter) -> list[int]:
         """Bulk manual retry: dead jobs matching the filter -> queued (at most flt.limit)."""
         ...
@@ -93,6 +115,17 @@ class JobStore(Protocol):
     async def resume_queue(self, queue: str) -> bool: ...
     async def paused_queues(self) -> set[str]: ...
     async def queue_stats(self) -> list[QueueStats]: ...
+    async def claim_tenant_backlog(
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        """Streams mode with tenant limits: claim due jobs of limited tenants below their cap
+        (their refused stream entries were acked)."""
+        ...
+
+    async def running_by_tenant(self) -> dict[str, int]:
+        """Running jobs per tenant (fleet-wide), for /v1/tenants and metrics."""
+        ...
+
 
     async def wait_for_notification(self, timeout_s: float) -> bool:
         """Block until another process announces new work, or the timeout. False on timeout."""

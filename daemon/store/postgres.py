@@ -30,9 +30,13 @@ from gochatd.model import (
     Outcome,
 )
 from gochatd.redact import mask_url
+from gochatd.store.enqueue_many import pg_enqueue_many
+from gochatd.store.outbox import reply_rows
+from gochatd.store.periodic_slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row
+from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
+from gochatd.store.tenant_claims import pg_claim_limited
 
 Q = load_queries("postgres")
 T = TypeVar("T")
@@ -181,6 +185,18 @@ class PostgresStore(SqlJobStore):
     def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
         return {"ids": [x.job_id for x in leases], "fences": [x.fence for x in leases]}
 
+    async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
+        # One statement: the UPDATE's applied rows feed the INSERT (outbox.reply_rows).
+        replies = reply_rows(finishes)
+        params = {
+            **self._finish_params(finishes),
+            "r_jobs": [r[0] for r in replies], "r_channels": [r[1] for r in replies],
+            "r_recipients": [r[2] for r in replies], "r_bodies": [r[3] for r in replies],
+            "r_keys": [r[4] for r in replies],
+        }
+        rows = await self._write("finish_jobs_with_replies", params)
+        return {int(r[0]) for r in rows}
+
     # -- schema ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
@@ -258,7 +274,7 @@ class PostgresStore(SqlJobStore):
                     if row is None:
                         continue
                     job = job_from_row(row)
-                    if not row[-1]:
+                    if not same_job(job, request.job_type, request.payload):
                         assert request.idempotency_key is not None
                         raise IdempotencyConflict(
                             request.tenant_id, request.idempotency_key, job.id
@@ -267,6 +283,32 @@ class PostgresStore(SqlJobStore):
             raise StoreUnavailable("enqueue raced with deletion three times")
 
         return await self._call(_enqueue)
+
+    async def enqueue_many(
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+    ) -> list[EnqueueResult]:
+        assert self._pool is not None
+        pool = self._pool
+        if not requests:
+            return []
+
+        async def _enqueue_many() -> list[EnqueueResult]:
+            async with pool.connection() as conn, conn.transaction():
+                return await pg_enqueue_many(conn, requests, raise_on_conflict)
+
+        return await self._call(_enqueue_many)
+
+    async def claim_periodic_slot(
+        self, name: str, slot: datetime, request: EnqueueRequest | None
+    ) -> SlotClaim:
+        assert self._pool is not None
+        pool = self._pool
+
+        async def _claim_slot() -> SlotClaim:
+            async with pool.connection() as conn, conn.transaction():
+                return await pg_claim_periodic_slot(conn, name, slot, request)
+
+        return await self._call(_claim_slot)
 
     # -- claims ----------------------------------------------------------------------------
 
@@ -277,6 +319,8 @@ class PostgresStore(SqlJobStore):
         pool = self._pool
         if limit <= 0 or not queues:
             return []
+        if self.tenant_limits:
+            return await self._claim_limited(None, queues, limit, owner, lease_s)
 
         async def _claim() -> list[tuple[Any, ...]]:
             rows: list[tuple[Any, ...]] = []
@@ -292,6 +336,20 @@ class PostgresStore(SqlJobStore):
                     )
                     rows.extend(await cur.fetchall())
             return rows
+
+        return [self._claimed(r, owner) for r in await self._call(_claim)]
+
+    async def _claim_limited(
+        self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
+        lease_s: float, *, backlog: bool = False,
+    ) -> list[ClaimedJob]:
+        assert self._pool is not None
+        pool, limits = self._pool, dict(self.tenant_limits)
+
+        async def _claim() -> list[tuple[Any, ...]]:
+            async with pool.connection() as conn:
+                return await pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
+                                              backlog=backlog)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

@@ -14,6 +14,13 @@ JOB_COLUMNS: tuple[str, ...] = (
     "completed_at", "dispatched_at", "traceparent", "cancel_requested",
 )
 
+#: The reply_outbox columns the outbox store decodes, in order ({outbox_columns}).
+OUTBOX_COLUMNS: tuple[str, ...] = (
+    "id", "tenant_id", "job_id", "channel", "recipient", "body", "dedupe_key", "status",
+    "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "provider_message_id",
+    "error_class", "created_at", "updated_at", "sent_at",
+)
+
 #: SQLite's clock as epoch seconds with millisecond precision.
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
@@ -31,6 +38,8 @@ def load_queries(dialect: str) -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         sql = body.strip().rstrip(";").strip()
         sql = sql.replace("{job_columns_j}", cols_j).replace("{job_columns}", cols)
+        sql = sql.replace("{outbox_columns_o}", ", ".join(f"o.{c}" for c in OUTBOX_COLUMNS))
+        sql = sql.replace("{outbox_columns}", ", ".join(OUTBOX_COLUMNS))
         queries[name] = sql.replace("{now}", SQLITE_NOW)
     return queries
 

@@ -41,7 +41,7 @@ def epoch_to_datetime(value: float | None) -> datetime | None:
         return TIME_MAX if value > 0 else TIME_MIN
 
 
-def _decode_payload(raw: Any) -> dict[str, Any]:
+def decode_payload(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str | bytes):
         try:
             raw = json.loads(raw)
@@ -55,7 +55,7 @@ def job_from_row(row: Sequence[Any], to_time: Callable[[Any], datetime | None] |
     if to_time is not None:
         for name in _TIME_COLUMNS:
             values[name] = to_time(values[name])
-    values["payload"] = _decode_payload(values["payload"])
+    values["payload"] = decode_payload(values["payload"])
     values["status"] = JobStatus(values["status"])
     values["cancel_requested"] = bool(values["cancel_requested"])
     return Job(**values)
@@ -68,3 +68,24 @@ def ref_from_row(row: Sequence[Any]) -> DispatchRef:
 def canonical_json(payload: Any) -> str:
     """The one JSON text form stored and compared for idempotency."""
     return json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """JSON values equal as PostgreSQL's jsonb compares them: objects ignore key order,
+    numbers compare by value (1 == 1.0, 1e20 == 100000000000000000000), and booleans are
+    not numbers. Both stores decide idempotent replays with this, so SQLite (which stores
+    text) and PostgreSQL (jsonb) agree on what "the same payload" is."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return type(a) is type(b) and bool(a == b)
+
+
+def same_job(job: Job, job_type: str, payload: Any) -> bool:
+    """Whether an idempotent repeat asks for the job that already holds its key."""
+    return job.job_type == job_type and json_equal(job.payload, payload)

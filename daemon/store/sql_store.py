@@ -13,6 +13,7 @@ from typing import Any
 
 from gochatd.errors import InvalidTransition, JobNotFound
 from gochatd.model import (
+    TERMINAL,
     ClaimedJob,
     DispatchRef,
     Finish,
@@ -24,10 +25,12 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.store.outbox import SqlOutboxOps
+from gochatd.store.periodic_slots import SqlPeriodicOps
 from gochatd.store.rows import ref_from_row
 
 
-class SqlJobStore:
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
@@ -45,6 +48,10 @@ class SqlJobStore:
     def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
         raise NotImplementedError
 
+    async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
+        """finish_jobs plus the applied completions' replies, in one transaction."""
+        raise NotImplementedError
+
     def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
         raise NotImplementedError
 
@@ -54,9 +61,31 @@ class SqlJobStore:
         job = self._job(row)
         return ClaimedJob(job=job, lease_owner=owner, fence=job.fence)
 
+    #: tenants.<id>.max_running, set by the worker; empty: the plain claims run unchanged.
+    tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
+
+    async def _claim_limited(
+        self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
+        lease_s: float, *, backlog: bool = False,
+    ) -> list[ClaimedJob]:
+        """Both claim paths while some tenant has max_running (store/tenant_claims.py)."""
+        raise NotImplementedError
+
+    async def claim_tenant_backlog(
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        if not self.tenant_limits or limit <= 0 or not queues:
+            return []
+        return await self._claim_limited(None, queues, limit, owner, lease_s, backlog=True)
+
+    async def running_by_tenant(self) -> dict[str, int]:
+        return {str(r[0]): int(r[1]) for r in await self._read("running_by_tenant", {})}
+
     async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
         if not ids:
             return []
+        if self.tenant_limits:
+            return await self._claim_limited(ids, (), len(ids), owner, lease_s)
         rows = await self._write(
             "claim_jobs", {"ids": self._list(list(ids)), "owner": owner, "lease_s": lease_s}
         )
@@ -65,6 +94,8 @@ class SqlJobStore:
     async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
         if not finishes:
             return set()
+        if any(f.replies for f in finishes):  # the common path stays one plain UPDATE
+            return await self._finish_jobs_with_replies(finishes)
         rows = await self._write("finish_jobs", self._finish_params(finishes))
         return {int(r[0]) for r in rows}
 
@@ -160,6 +191,25 @@ class SqlJobStore:
              "limit": flt.limit},
         )
         return sorted(int(r[0]) for r in rows)
+
+    # -- retention -------------------------------------------------------------------------
+
+    async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
+        if status not in TERMINAL:
+            raise ValueError(f"only finished jobs are pruned, not {status}")
+        rows = await self._write(
+            "prune_finished_jobs",
+            {"status": status.value, "older_than_s": older_than_s, "limit": limit},
+        )
+        return len(rows)
+
+    async def count_prunable_jobs(self, status: JobStatus, older_than_s: float) -> int:
+        if status not in TERMINAL:
+            raise ValueError(f"only finished jobs are pruned, not {status}")
+        rows = await self._read(
+            "count_prunable_jobs", {"status": status.value, "older_than_s": older_than_s}
+        )
+        return int(rows[0][0]) if rows else 0
 
     # -- queues ----------------------------------------------------------------------------
 

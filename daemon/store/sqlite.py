@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,9 +30,13 @@ from gochatd.model import (
     Lease,
     Outcome,
 )
+from gochatd.store.enqueue_many import sqlite_enqueue_many
+from gochatd.store.outbox import reply_rows
+from gochatd.store.periodic_slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import canonical_json, epoch_to_datetime, job_from_row
+from gochatd.store.rows import canonical_json, epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
+from gochatd.store.tenant_claims import sqlite_claim_limited
 
 Q = load_queries("sqlite")
 T = TypeVar("T")
@@ -98,6 +103,26 @@ class SqliteStore(SqlJobStore):
 
     def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
         return {"leases": json.dumps([[x.job_id, x.fence] for x in leases])}
+
+    async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
+        params = self._finish_params(finishes)
+        replies = reply_rows(finishes)
+
+        def _finish(conn: sqlite3.Connection) -> set[int]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                applied = {int(r[0]) for r in conn.execute(Q["finish_jobs"], params).fetchall()}
+                # Only the completions that applied in this very transaction.
+                mine = [list(r) for r in replies if r[0] in applied]
+                if mine:
+                    conn.execute(Q["insert_replies"], {"replies": json.dumps(mine)})
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return applied
+
+        return await self._run(_finish)
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -195,7 +220,7 @@ class SqliteStore(SqlJobStore):
                 else:
                     row = conn.execute(Q["find_idempotent_job"], params).fetchone()
                     job = self._job(row)
-                    if not row[-1]:
+                    if not same_job(job, request.job_type, request.payload):
                         assert request.idempotency_key is not None
                         raise IdempotencyConflict(
                             request.tenant_id, request.idempotency_key, job.id
@@ -209,6 +234,22 @@ class SqliteStore(SqlJobStore):
 
         return await self._run(_enqueue)
 
+    async def enqueue_many(
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+    ) -> list[EnqueueResult]:
+        if not requests:
+            return []
+        return await self._run(
+            lambda conn: sqlite_enqueue_many(conn, requests, raise_on_conflict, self._job)
+        )
+
+    async def claim_periodic_slot(
+        self, name: str, slot: datetime, request: EnqueueRequest | None
+    ) -> SlotClaim:
+        return await self._run(
+            lambda conn: sqlite_claim_periodic_slot(conn, name, slot, request, self._job)
+        )
+
     # -- claims ----------------------------------------------------------------------------
 
     async def claim_due_jobs(
@@ -216,6 +257,8 @@ class SqliteStore(SqlJobStore):
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
+        if self.tenant_limits:
+            return await self._claim_limited(None, queues, limit, owner, lease_s)
 
         def _claim(conn: sqlite3.Connection) -> list[Any]:
             rows: list[Any] = []
@@ -234,6 +277,17 @@ class SqliteStore(SqlJobStore):
             return rows
 
         return [self._claimed(r, owner) for r in await self._run(_claim)]
+
+    async def _claim_limited(
+        self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
+        lease_s: float, *, backlog: bool = False,
+    ) -> list[ClaimedJob]:
+        limits = dict(self.tenant_limits)
+        rows = await self._run(
+            lambda conn: sqlite_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
+                                              backlog=backlog)
+        )
+        return [self._claimed(r, owner) for r in rows]
 
     # -- notifications ---------------------------------------------------------------------
 

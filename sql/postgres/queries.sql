@@ -211,3 +211,315 @@ SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 FROM picked WHERE j.id = picked.id
 RETURNING j.id;
+
+-- name: enqueue_jobs
+-- enqueue_many: the whole batch in one INSERT. Ids are drawn in item order up front, so each
+-- inserted row maps back to its item (ord) without relying on RETURNING order. Items whose
+-- (tenant_id, idempotency_key) exists are skipped here and resolved by find_idempotent_jobs.
+-- Items arrive as one JSON array of [tenant_id, job_type, queue, payload, priority,
+-- max_attempts, scheduled_at, delay_s, idempotency_key, traceparent]: one C-encoded
+-- parameter instead of ten arrays escaped element by element.
+WITH items AS MATERIALIZED (
+    SELECT nextval('background_jobs_id_seq'::regclass) AS id, e.ord,
+           e.item->>0 AS tenant_id, e.item->>1 AS job_type, e.item->>2 AS queue,
+           e.item->3 AS payload, (e.item->>4)::int AS priority,
+           (e.item->>5)::int AS max_attempts,
+           COALESCE((e.item->>6)::timestamptz,
+                    now() + make_interval(secs => (e.item->>7)::float8)) AS due_at,
+           e.item->>8 AS idempotency_key, e.item->>9 AS traceparent
+    FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS e(item, ord)
+    ORDER BY e.ord
+), inserted AS (
+    INSERT INTO background_jobs
+        (id, tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+         idempotency_key, traceparent, dispatched_at)
+    SELECT id, tenant_id, job_type, queue, payload, priority, max_attempts, due_at,
+           idempotency_key, traceparent,
+           CASE WHEN %(dispatch_now)s AND due_at <= now() THEN now() END
+    FROM items
+    ORDER BY ord
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at
+)
+-- Only what the database decided; the rest of a new row is the item itself.
+SELECT items.ord, inserted.*
+FROM inserted JOIN items ON items.id = inserted.id
+ORDER BY items.ord;
+
+-- name: find_idempotent_jobs
+-- The rows holding the keys of batch items that were not inserted, and whether each is the
+-- same job (type and payload) as the item.
+SELECT u.ord, {job_columns_j},
+       (j.job_type = u.job_type AND j.payload = u.payload::jsonb) AS same_job
+FROM unnest(%(ords)s::bigint[], %(tenant_ids)s::text[], %(idempotency_keys)s::text[],
+            %(job_types)s::text[], %(payloads)s::text[])
+     AS u(ord, tenant_id, idempotency_key, job_type, payload)
+JOIN background_jobs AS j
+  ON j.tenant_id = u.tenant_id AND j.idempotency_key = u.idempotency_key
+ORDER BY u.ord;
+
+-- name: prune_finished_jobs
+-- Retention: delete up to %(limit)s rows of one terminal status that have not changed for
+-- %(older_than_s)s seconds (database clock). SKIP LOCKED: never waits on, nor blocks, other
+-- writers. The literal status list lets the planner use background_jobs_finished_idx.
+WITH doomed AS MATERIALIZED (
+    SELECT id FROM background_jobs
+    WHERE status IN ('completed', 'dead', 'cancelled')
+      AND status = %(status)s
+      AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+    ORDER BY updated_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM background_jobs AS j
+USING doomed
+WHERE j.id = doomed.id AND j.status = %(status)s
+RETURNING j.id;
+
+-- name: count_prunable_jobs
+SELECT count(*) FROM background_jobs
+WHERE status IN ('completed', 'dead', 'cancelled')
+  AND status = %(status)s
+  AND updated_at < now() - make_interval(secs => %(older_than_s)s);
+
+-- ---------------------------------------------------------------------------------------
+-- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py). {outbox_columns} is the
+-- column list OUTBOX_COLUMNS decodes. Sender writes are fenced by (lease_owner, attempts).
+
+-- name: finish_jobs_with_replies
+-- finish_jobs plus the replies of the completions that applied, in one statement: a stale
+-- owner or fence, or a job that did not complete, writes no reply.
+WITH done AS (
+    UPDATE background_jobs AS j
+    SET status = u.status,
+        attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        scheduled_at = CASE WHEN u.status = 'retrying'
+                            THEN now() + make_interval(secs => u.delay_s) ELSE j.scheduled_at END,
+        completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
+        failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
+        error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                           THEN u.error_class ELSE j.error_class END,
+        last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                          THEN u.last_error ELSE j.last_error END,
+        lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
+                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
+         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
+    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+    RETURNING j.id, j.tenant_id, j.status
+), added AS (
+    INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key)
+    SELECT done.tenant_id, r.job_id, r.channel, r.recipient, r.body::jsonb, r.dedupe_key
+    FROM unnest(%(r_jobs)s::bigint[], %(r_channels)s::text[], %(r_recipients)s::text[],
+                %(r_bodies)s::text[], %(r_keys)s::text[]) WITH ORDINALITY
+         AS r(job_id, channel, recipient, body, dedupe_key, n)
+    JOIN done ON done.id = r.job_id AND done.status = 'completed'
+    ORDER BY r.n
+    ON CONFLICT (tenant_id, dedupe_key) DO NOTHING
+    RETURNING id
+)
+SELECT done.id, (SELECT count(*) FROM added) FROM done;
+
+-- name: claim_outbox
+WITH picked AS MATERIALIZED (
+    SELECT id FROM reply_outbox
+    WHERE status = 'pending' AND next_attempt_at <= now()
+      AND channel = ANY(%(channels)s::text[])
+    ORDER BY next_attempt_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE reply_outbox AS o
+SET status = 'sending', lease_owner = %(owner)s,
+    lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+    attempts = o.attempts + 1, updated_at = now()
+FROM picked
+WHERE o.id = picked.id
+RETURNING {outbox_columns_o};
+
+-- name: complete_outbox
+-- Returns the delivery latency (creation to sent, database clock).
+UPDATE reply_outbox
+SET status = 'sent', sent_at = now(), provider_message_id = %(provider_message_id)s,
+    error_class = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM created_at))::float8;
+
+-- name: retry_outbox
+UPDATE reply_outbox
+SET status = 'pending', next_attempt_at = now() + make_interval(secs => %(delay_s)s),
+    error_class = %(error_class)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: fail_outbox
+UPDATE reply_outbox
+SET status = 'dead', error_class = %(error_class)s, lease_expires_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+RETURNING id;
+
+-- name: reap_outbox_leases
+WITH expired AS MATERIALIZED (
+    SELECT id FROM reply_outbox
+    WHERE status = 'sending' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
+    ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+)
+UPDATE reply_outbox AS o
+SET status = CASE WHEN o.attempts >= %(max_attempts)s THEN 'dead' ELSE 'pending' END,
+    error_class = 'lease_expired', next_attempt_at = now(), lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = now()
+FROM expired
+WHERE o.id = expired.id
+RETURNING o.id;
+
+-- name: get_outbox
+SELECT {outbox_columns} FROM reply_outbox WHERE id = %(id)s;
+
+-- name: list_outbox
+SELECT {outbox_columns} FROM reply_outbox
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(channel)s::text IS NULL OR channel = %(channel)s)
+  AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: requeue_outbox
+-- An operator's retry: dead -> pending, due now, attempts start again.
+UPDATE reply_outbox
+SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status = 'dead'
+RETURNING {outbox_columns};
+
+-- name: outbox_stats
+-- Sent rows are left out: the table keeps them, and counting them would grow with history.
+SELECT status, count(*),
+       (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(created_at)))::float8
+FROM reply_outbox
+WHERE status IN ('pending', 'sending', 'dead')
+GROUP BY status;
+
+-- ------------------------------------------------------------------------------------------
+-- gochatd bench only (daemon/bench/): probes of a scratch database, never run by the daemon.
+
+-- name: bench_insert_backlog
+-- A backlog of due no-op jobs in one statement.
+INSERT INTO background_jobs (job_type, queue, payload)
+SELECT 'sys:noop', 'default', '{}'::jsonb FROM generate_series(1, %(count)s);
+
+-- name: bench_job_times
+-- Per finished job, on the database clock: enqueue->claim and due->claim, in ms.
+SELECT id,
+       (EXTRACT(EPOCH FROM (locked_at - created_at)) * 1000)::float8,
+       (EXTRACT(EPOCH FROM (locked_at - scheduled_at)) * 1000)::float8
+FROM background_jobs
+WHERE id > %(after_id)s AND locked_at IS NOT NULL
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: bench_count_completed
+SELECT count(*) FROM background_jobs WHERE status = 'completed';
+
+-- name: bench_max_job_id
+SELECT coalesce(max(id), 0) FROM background_jobs;
+
+-- name: bench_table_stats
+-- Dead tuples and HOT updates of background_jobs (the statistics lag by up to a second).
+SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count, vacuum_count,
+       pg_total_relation_size(relid)
+FROM pg_stat_user_tables
+WHERE relname = 'background_jobs';
+
+-- name: bench_table_options
+SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
+WHERE relname = 'background_jobs' AND relkind = 'r';
+
+-- name: bench_hold_snapshot
+-- The idle-in-transaction holder: take a transaction id (and so hold back the xmin
+-- horizon), then do nothing until the bench rolls it back.
+SELECT txid_current();
+
+-- name: bench_vacuum
+-- What autovacuum would do, now: so that every measured backlog starts from the same state.
+VACUUM (ANALYZE) background_jobs;
+
+-- ---------------------------------------------------------------------------------------
+-- Per-tenant concurrency (tenants.<id>.max_running). Used only when some tenant has a limit;
+-- without limits the claims above run unchanged. A claim that involves limited tenants takes
+-- each one's advisory transaction lock (sorted, so two claimers never deadlock), then caps
+-- the tenant's claims at max_running minus its running jobs: claims of one limited tenant
+-- are serialised fleet-wide, and the count each sees includes every earlier claim.
+
+-- name: full_tenants
+SELECT l.tenant_id
+FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
+WHERE (SELECT count(*) FROM background_jobs j
+       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id) >= l.max_running;
+
+-- name: pick_due_job_ids
+SELECT id FROM background_jobs
+WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+  AND tenant_id <> ALL(%(full)s::text[])
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s;
+
+-- name: limited_tenants_of_jobs
+SELECT DISTINCT tenant_id FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[]) AND tenant_id = ANY(%(tenants)s::text[])
+ORDER BY tenant_id;
+
+-- name: lock_tenant_claims
+SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
+
+-- name: claim_jobs_limited
+-- SKIP LOCKED: while holding tenant locks, never wait for a row lock (no lock cycles).
+WITH limits AS (
+    SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
+), cand AS MATERIALIZED (
+    SELECT id, tenant_id, priority, scheduled_at FROM background_jobs
+    WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
+      AND scheduled_at <= now()
+    FOR UPDATE SKIP LOCKED
+), ranked AS (
+    SELECT id, tenant_id, row_number() OVER (
+        PARTITION BY tenant_id ORDER BY priority DESC, scheduled_at, id) AS rn
+    FROM cand
+), allowed AS (
+    SELECT r.id FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+)
+UPDATE background_jobs AS j
+SET status = 'running', locked_by = %(owner)s, locked_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+    fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
+FROM allowed
+WHERE j.id = allowed.id
+RETURNING {job_columns_j};
+
+-- name: pick_limited_due_job_ids
+-- Streams mode: the due backlog of limited tenants below their cap (their refused stream
+-- entries were acked; this claims them as slots free, not only at the next sweep).
+SELECT id FROM background_jobs
+WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
+  AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+ORDER BY priority DESC, scheduled_at, id
+LIMIT %(limit)s;
+
+-- name: running_by_tenant
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' GROUP BY tenant_id;
+
+-- name: database_now
+SELECT now();
+
+-- name: list_periodic_slots
+SELECT name, last_slot FROM gochatd_periodic_slots ORDER BY name;
+
+-- name: claim_periodic_slot
+-- Moves the slot record forward; returns a row only for the one caller that moved it.
+INSERT INTO gochatd_periodic_slots AS s (name, last_slot) VALUES (%(name)s, %(slot)s)
+ON CONFLICT (name) DO UPDATE SET last_slot = EXCLUDED.last_slot, updated_at = now()
+WHERE s.last_slot < EXCLUDED.last_slot
+RETURNING s.name;

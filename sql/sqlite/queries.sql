@@ -61,7 +61,9 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS o
              json_extract(value, '$[5]') AS refund,
              json_extract(value, '$[6]') AS error_class, json_extract(value, '$[7]') AS last_error
       FROM json_each(:batch)) AS u
-WHERE background_jobs.id = u.id AND background_jobs.status = 'running'
+-- "+status": keep the planner off the status index, so it walks the batch and looks each
+-- row up by id (via the status index it would scan every running row once per batch item).
+WHERE background_jobs.id = u.id AND +background_jobs.status = 'running'
   AND background_jobs.locked_by = u.owner AND background_jobs.fence = u.fence
 RETURNING background_jobs.id;
 
@@ -71,7 +73,7 @@ SET lease_expires_at = {now} + :lease_s
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS fence
       FROM json_each(:leases)) AS u
 WHERE background_jobs.id = u.id AND background_jobs.fence = u.fence
-  AND background_jobs.locked_by = :owner AND background_jobs.status = 'running'
+  AND background_jobs.locked_by = :owner AND +background_jobs.status = 'running'
 RETURNING background_jobs.id, background_jobs.cancel_requested;
 
 -- name: reap_expired_leases
@@ -193,3 +195,206 @@ WHERE id IN (
     ORDER BY id
     LIMIT :limit)
 RETURNING id;
+
+-- name: prune_finished_jobs
+-- Retention: delete up to :limit rows of one terminal status unchanged for :older_than_s
+-- seconds (database clock). The literal status list matches background_jobs_finished_idx.
+DELETE FROM background_jobs
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE status IN ('completed', 'dead', 'cancelled')
+      AND status = :status
+      AND updated_at < {now} - :older_than_s
+    ORDER BY updated_at
+    LIMIT :limit)
+RETURNING id;
+
+-- name: count_prunable_jobs
+SELECT count(*) FROM background_jobs
+WHERE status IN ('completed', 'dead', 'cancelled')
+  AND status = :status
+  AND updated_at < {now} - :older_than_s;
+
+-- ---------------------------------------------------------------------------------------
+-- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py). {outbox_columns} is the
+-- column list OUTBOX_COLUMNS decodes. Sender writes are fenced by (lease_owner, attempts).
+
+-- name: insert_replies
+-- Run by finish_jobs in the same BEGIN IMMEDIATE transaction, for the completions that
+-- applied; the tenant is the job's. Rows are [job_id, channel, recipient, body, dedupe_key].
+INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key)
+SELECT j.tenant_id, j.id, json_extract(r.value, '$[1]'), json_extract(r.value, '$[2]'),
+       json_extract(r.value, '$[3]'), json_extract(r.value, '$[4]')
+FROM json_each(:replies) AS r
+JOIN background_jobs AS j ON j.id = json_extract(r.value, '$[0]')
+WHERE j.status = 'completed'
+ORDER BY CAST(r.key AS INTEGER)
+ON CONFLICT (tenant_id, dedupe_key) DO NOTHING;
+
+-- name: claim_outbox
+UPDATE reply_outbox
+SET status = 'sending', lease_owner = :owner, lease_expires_at = {now} + :lease_s,
+    attempts = attempts + 1, updated_at = {now}
+WHERE id IN (
+    SELECT id FROM reply_outbox
+    WHERE status = 'pending' AND next_attempt_at <= {now}
+      AND channel IN (SELECT value FROM json_each(:channels))
+    ORDER BY next_attempt_at, id
+    LIMIT :limit)
+RETURNING {outbox_columns};
+
+-- name: complete_outbox
+UPDATE reply_outbox
+SET status = 'sent', sent_at = {now}, provider_message_id = :provider_message_id,
+    error_class = NULL, lease_expires_at = NULL, updated_at = {now}
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+RETURNING {now} - created_at;
+
+-- name: retry_outbox
+UPDATE reply_outbox
+SET status = 'pending', next_attempt_at = {now} + :delay_s, error_class = :error_class,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+RETURNING id;
+
+-- name: fail_outbox
+UPDATE reply_outbox
+SET status = 'dead', error_class = :error_class, lease_expires_at = NULL, updated_at = {now}
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+RETURNING id;
+
+-- name: reap_outbox_leases
+UPDATE reply_outbox
+SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'pending' END,
+    error_class = 'lease_expired', next_attempt_at = {now}, lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = {now}
+WHERE id IN (
+    SELECT id FROM reply_outbox
+    WHERE status = 'sending' AND (lease_expires_at < {now} OR lease_expires_at IS NULL)
+    ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id;
+
+-- name: get_outbox
+SELECT {outbox_columns} FROM reply_outbox WHERE id = :id;
+
+-- name: list_outbox
+SELECT {outbox_columns} FROM reply_outbox
+WHERE (:status IS NULL OR status = :status)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:channel IS NULL OR channel = :channel)
+  AND (:after_id IS NULL OR id > :after_id)
+ORDER BY id
+LIMIT :limit;
+
+-- name: requeue_outbox
+UPDATE reply_outbox
+SET status = 'pending', attempts = 0, next_attempt_at = {now}, lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = {now}
+WHERE id = :id AND status = 'dead'
+RETURNING {outbox_columns};
+
+-- name: outbox_stats
+SELECT status, count(*), {now} - min(created_at)
+FROM reply_outbox
+WHERE status IN ('pending', 'sending', 'dead')
+GROUP BY status;
+
+-- ------------------------------------------------------------------------------------------
+-- gochatd bench only (daemon/bench/): probes of a scratch database, never run by the daemon.
+
+-- name: bench_job_times
+-- Per finished job: enqueue->claim and due->claim, in ms.
+SELECT id, (locked_at - created_at) * 1000.0, (locked_at - scheduled_at) * 1000.0
+FROM background_jobs
+WHERE id > :after_id AND locked_at IS NOT NULL
+ORDER BY id
+LIMIT :limit;
+
+-- name: bench_count_completed
+SELECT count(*) FROM background_jobs WHERE status = 'completed';
+
+-- name: bench_max_job_id
+SELECT coalesce(max(id), 0) FROM background_jobs;
+
+-- ---------------------------------------------------------------------------------------
+-- Per-tenant concurrency (tenants.<id>.max_running), used only when some tenant has a limit.
+-- Every claim runs in BEGIN IMMEDIATE, which already serialises claimers; limits arrive as
+-- a JSON array of [tenant, max_running].
+
+-- name: full_tenants
+SELECT json_extract(l.value, '$[0]') FROM json_each(:limits) AS l
+WHERE (SELECT count(*) FROM background_jobs j
+       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]'))
+      >= json_extract(l.value, '$[1]');
+
+-- name: pick_due_job_ids
+SELECT id FROM background_jobs
+WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
+  AND tenant_id NOT IN (SELECT value FROM json_each(:full))
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: limited_tenants_of_jobs
+SELECT DISTINCT tenant_id FROM background_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND tenant_id IN (SELECT value FROM json_each(:tenants))
+ORDER BY tenant_id;
+
+-- name: claim_jobs_limited
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = {now},
+    lease_expires_at = {now} + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = {now}
+WHERE id IN (
+    SELECT r.id FROM (
+        SELECT id, tenant_id, row_number() OVER (
+            PARTITION BY tenant_id ORDER BY priority DESC, scheduled_at, id) AS rn
+        FROM background_jobs
+        WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
+          AND scheduled_at <= {now}
+    ) AS r
+    LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+                      json_extract(value, '$[1]') AS max_running
+               FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.tenant_id = r.tenant_id))
+RETURNING {job_columns};
+
+-- name: pick_limited_due_job_ids
+SELECT id FROM background_jobs
+WHERE tenant_id IN (SELECT value FROM json_each(:open))
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
+ORDER BY priority DESC, scheduled_at, id
+LIMIT :limit;
+
+-- name: running_by_tenant
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' GROUP BY tenant_id;
+
+-- name: database_now
+SELECT {now};
+
+-- name: list_periodic_slots
+SELECT name, last_slot FROM gochatd_periodic_slots ORDER BY name;
+
+-- name: claim_periodic_slot
+-- Moves the slot record forward; returns a row only for the one caller that moved it.
+INSERT INTO gochatd_periodic_slots AS s (name, last_slot) VALUES (:name, :slot)
+ON CONFLICT (name) DO UPDATE SET last_slot = excluded.last_slot, updated_at = {now}
+WHERE s.last_slot < excluded.last_slot
+RETURNING name;
+
+-- name: enqueue_jobs
+-- enqueue_many, once per item inside one transaction: enqueue_job returning only what the
+-- database decided (the rest of a new row is the item itself).
+INSERT INTO background_jobs
+    (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+     idempotency_key, traceparent, dispatched_at)
+SELECT :tenant_id, :job_type, :queue, :payload, :priority, :max_attempts, due.at,
+       :idempotency_key, :traceparent,
+       CASE WHEN :dispatch_now AND due.at <= {now} THEN {now} END
+FROM (SELECT CAST(COALESCE(:scheduled_at, {now} + :delay_s) AS REAL) AS at) AS due
+WHERE true
+ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at;

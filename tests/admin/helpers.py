@@ -4,6 +4,8 @@ normalise, and the address a daemon process logged."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -237,8 +239,18 @@ def write_full_config(path: Path, settings: Settings, **changes: Any) -> None:
     doc: dict[str, Any] = {}
     for spec in FIELDS:
         node = doc
-        *parents, leaf = spec.key.split(".")
+        # "handlers" is both a key (the module list) and a section (handlers.http): in a
+        # file the list is written as handlers.modules.
+        key = "handlers.modules" if spec.key == "handlers" else spec.key
+        *parents, leaf = key.split(".")
         for parent in parents:
             node = node.setdefault(parent, {})
-        node[leaf] = getattr(fresh, spec.attr)
+        node[leaf] = json.loads(json.dumps(getattr(fresh, spec.attr), default=_plain))
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """Parsed sections (tenants, outbox channels) back to the mappings a file holds."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: v for k, v in dataclasses.asdict(value).items() if v is not None}
+    raise TypeError(f"cannot write {type(value).__name__} to a config file")

@@ -13,9 +13,10 @@ from tests.support.daemon_process import DaemonFactory, assert_clean, run_cli
 
 TOKEN = "adm1n-T0ken-for-tests"
 MUTATIONS = ("/v1/pause", "/v1/resume", "/v1/drain", "/v1/reload", "/v1/queues/default/pause",
-             "/v1/queues/default/resume", "/v1/jobs/retry", "/v1/jobs/1/retry", "/v1/jobs/1/cancel")
+             "/v1/queues/default/resume", "/v1/jobs/retry", "/v1/jobs/1/retry", "/v1/jobs/1/cancel",
+             "/v1/outbox/1/retry")
 READS = ("/healthz", "/readyz", "/metrics", "/v1/status", "/v1/queues", "/v1/jobs",
-         "/v1/jobs/1", "/v1/openapi.json", "/")
+         "/v1/jobs/1", "/v1/outbox", "/v1/openapi.json", "/")
 WRONG: tuple[dict[str, str], ...] = (
     {},
     {"Authorization": "Bearer wrong-token"},

@@ -21,7 +21,11 @@ REQUIRED = (
     "gochatd_sweep_redispatched_total", "gochatd_reaped_leases_total",
 )
 #: The only label names the exporter may use; none of them can hold a job id or a payload.
-LABEL_NAMES = {"queue", "job_type", "outcome", "state", "mode", "le"}
+LABEL_NAMES = {"queue", "job_type", "outcome", "state", "mode", "le",
+               # the outbox: configured channel names and error classes (http_503, timeout)
+               "channel", "error_class",
+               # retention: the terminal status of the pruned jobs
+               "status"}
 STATES = ("queued", "delayed", "running", "retrying", "dead")
 
 

@@ -13,11 +13,15 @@ import httpx
 import trio
 
 from gochatd.client import Client
+from gochatd.gateway.keys import hash_key
+from gochatd.model import JobFilter
 from tests.admin.helpers import PARKED, Stack, daemon_admin_url
 from tests.support.daemon_process import DaemonFactory, child_env, poll_until
 from tests.support.e2e_jobs import enqueue_many, jobs, reset_executions
 
 TOKEN = "fuzz-T0ken-4d1b"
+#: The gateway's operations take a tenant API key instead of the admin token.
+TENANT_KEY = "gck_fuzz-tenant-key-9c2e"
 ST = str(Path(sys.executable).parent / "schemathesis")
 EXAMPLES = 25
 
@@ -31,6 +35,11 @@ parameters = {{ "query.exit" = "false" }}
 [[operations]]
 include-name = "GET /readyz"
 checks.not_a_server_error.expected-statuses = ["2xx", "3xx", "4xx", "503"]
+
+# The gateway's POSTs authenticate a tenant (its key), not the admin.
+[[operations]]
+include-name-regex = "^POST /v1/jobs(:batch)?$"
+headers = {{ Authorization = "Bearer {tenant_key}" }}
 
 # Ids and queue names that exist, so the fuzzer reaches real records too.
 [dictionaries.job_ids]
@@ -52,7 +61,8 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
     env = {"GOCHAT_DATABASE_URL": db_url, "GOCHAT_REDIS_URL": stack.redis_url,
            "GOCHAT_LOG_FORMAT": "json",
            "GOCHAT_ADMIN_TOKEN": TOKEN, "GOCHAT_HANDLERS": "tests.support.recording_handlers",
-           "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "0.5"}
+           "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "0.5",
+           "GOCHAT_GATEWAY_KEYS": f"{hash_key(TENANT_KEY)}=fuzzed"}
     daemon = daemons.start("fuzzed", env=env, cwd=tmp_path)
     base = daemon_admin_url(daemon)
     reset_executions(db_url)
@@ -70,7 +80,8 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
 
     ids += trio.run(parked)
     config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIG.format(job_ids=json.dumps(ids), parked=PARKED), encoding="utf-8")
+    config.write_text(CONFIG.format(job_ids=json.dumps(ids), parked=PARKED,
+                                    tenant_key=TENANT_KEY), encoding="utf-8")
     report = tmp_path / "st-report.json"
 
     result = subprocess.run(
@@ -97,10 +108,24 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
     assert summary["failures"] == [], output[-8000:]
     assert summary["errors"] == [], output[-8000:]
     assert result.returncode == 0, output[-8000:]
-    # All 18 documented operations but GET /v1/openapi.json, the document itself, which
+    # Every operation was reached with working credentials (the admin token, or for the
+    # gateway's the tenant key), not just refused.
+    assert "Authentication failed" not in output, output[-8000:]
+    # Every documented operation but GET /v1/openapi.json, the document itself, which
     # schemathesis leaves out.
-    assert summary["operations"]["tested"] == summary["operations"]["total"] == 17
-    assert summary["test_cases"]["generated"] >= 17 * 10
+    document = httpx.get(f"{base}/v1/openapi.json", timeout=10.0).json()
+    operations = sum(len(ops) for ops in document["paths"].values()) - 1
+    assert "post" in document["paths"]["/v1/jobs"] and "/v1/jobs:batch" in document["paths"]
+    assert summary["operations"]["tested"] == summary["operations"]["total"] == operations
+    assert summary["test_cases"]["generated"] >= operations * 10
+
+    # The gateway took the fuzzer's schema-valid jobs with the tenant key, as that tenant's.
+    async def fuzzed_jobs() -> list[str]:
+        async with Client(db_url) as client:
+            return [j.tenant_id for j in await client.list_jobs(
+                JobFilter(tenant_id="fuzzed", limit=10))]
+
+    assert trio.run(fuzzed_jobs) != []
 
     # The daemon logged no request failure, and still answers.
     assert not daemon.events("admin_request_failed")

@@ -196,6 +196,22 @@ CASES: list[CliCase] = [
     CliCase("config-alone", ["config"], "required"),
     CliCase("bench-zero-jobs", ["bench", "--jobs", "0"], "--jobs"),
     CliCase("bench-unknown-backend", ["bench", "--backend", "mysql"], "--backend"),
+    CliCase("periodic-alone", ["periodic"], "required"),
+    CliCase("periodic-unknown-command", ["periodic", "run"], "invalid choice"),
+    CliCase("periodic-list-zero-count", ["periodic", "list", "--count", "0"], "--count"),
+    CliCase("periodic-list-bad-cron", ["periodic", "list"], "periodic (GOCHAT_PERIODIC): a:b: cron",
+            env={"GOCHAT_PERIODIC": '{"a:b": {"cron": "61 * * * *"}}'}),
+    CliCase("periodic-list-bad-module", ["periodic", "list", "--handlers", "no_such_mod_c"],
+            "cannot import module"),
+    CliCase("outbox-alone", ["outbox"], "required"),
+    CliCase("outbox-show-word", ["outbox", "show", "first"], "outbox message id"),
+    CliCase("outbox-retry-zero", ["outbox", "retry", "0"], "outbox message id"),
+    CliCase("outbox-retry-missing", ["outbox", "retry", "424242"], "outbox message 424242 not found"),
+    CliCase("outbox-list-bad-status", ["outbox", "list", "--status", "queued"], "--status"),
+    CliCase("outbox-list-limit-zero", ["outbox", "list", "--limit", "0"], "--limit"),
+    CliCase("outbox-list-channel-injection",
+            ["outbox", "list", "--json", "--channel", "x'; DROP TABLE reply_outbox; --"], "",
+            succeeds_with=[]),
     # legal, hostile: must match nothing
     CliCase("list-type-sql-injection", ["jobs", "list", "--json", "--type", "' OR '1'='1"], "",
             succeeds_with=[]),
@@ -214,6 +230,7 @@ ON_POSTGRES = {
     "tenant-invalid-utf8", "at-year-10000-in-utc", "at-year-0-in-utc", "queue-trailing-newline",
     "after-id-beyond-bigint", "show-beyond-bigint", "retry-queued-canary",
     "list-type-sql-injection", "list-tenant-drop-table", "list-tenant-unicode",
+    "outbox-retry-missing", "outbox-list-channel-injection",
 }
 ALL_CASES = CASES + [replace(c, backend="postgres") for c in CASES if c.name in ON_POSTGRES]
 

@@ -32,6 +32,17 @@ ENV_BAD: dict[str, list[str]] = {
     "database_url": ["", "file:///tmp/jobs.db", "sqlite:/one-slash.db", "jobs.db"],
     "redis_url": ["http://127.0.0.1:6379", "127.0.0.1:6379", "redis:/0"],
     "handlers": ["no_such_module_for_gochatd", ".relative_module", "a b", "os..path"],
+    "handlers.http": [
+        "not json: [", "[1]", '{"a:*": 5}', '{"a:*": {"url": "ftp://x"}}', '{"a:*": {}}',
+        '{"*": {"url": "http://x"}}', '{"a:*": {"url": "http://x", "timeout_s": 0}}',
+        '{"a:*": {"url": "http://x", "secret_env": "A B"}}', '{"a:*": {"url": "http://x", "m": 1}}',
+    ],
+    "periodic": [
+        "[1]", '{"a:b": 5}', '{"a:b": {}}', '{"a:b": {"cron": "* * *"}}',
+        '{"a:b": {"cron": "0 0 30 2 *"}}', '{"a:b": {"every": "0s"}}',
+        '{"a:b": {"every": "1s", "catch_up": "all"}}', '{"bad type": {"every": "1s"}}',
+        '{"a:b": {"every": "1s", "cron": "* * * * *"}}',
+    ],
     "worker.id": ["worker\x01one", "w" * 201, "tab\tinside"],
     "worker.concurrency": ["abc", "1.5", "10001", "-1", "", "1e3"],
     "worker.queues": ["bad name=1", "high=abc", "high=1001", "high=0", ",,,", "high=-1", "=5",
@@ -44,6 +55,11 @@ ENV_BAD: dict[str, list[str]] = {
     "worker.retry_cap_s": ["604801", "-1", "-inf"],
     "worker.poll_interval_max_s": ["0", "0.001", "61"],
     "worker.reap_interval_s": ["0.01", "3601", "NaN"],
+    "retention.completed_s": ["-1", "1e12", "seven days"],
+    "retention.dead_s": ["-0.5", "inf"],
+    "retention.cancelled_s": ["nan", "315360001"],
+    "retention.batch": ["0", "100001", "1.5"],
+    "retention.interval_s": ["0.01", "86401", ""],
     "worker.db_pool_size": ["1", "201", "two"],
     "worker.redis.stream_prefix": ["", "has space", "x" * 201, "tab\there", "bell\x07"],
     "worker.redis.consumer_group": ["a b", "", "bell\x07", "\u00a0nbsp\u00a0inside\u00a0x"],
@@ -56,6 +72,25 @@ ENV_BAD: dict[str, list[str]] = {
                      "127.0.0.1:\uff18\uff14\uff11\uff10", "127.0.0.1:-1"],
     "admin.token": ["tok\x01en", "two\nlines", "t" * 4097],
     "admin.max_body_bytes": ["1023", "67108865", "big"],
+    "gateway.listen": ["nowhere", "127.0.0.1:99999", "[::1]:"],
+    "gateway.keys": ["not a mapping: [", '{"md5:abc": "t"}', '{"sha256:' + "a" * 63 + '": "t"}',
+                     '{"sha256:' + "a" * 64 + '": ""}', "[1, 2]"],
+    "gateway.rate_per_s": ["-1", "1000001", "nan", "fast"],
+    "gateway.burst": ["0", "1.5", "1000001"],
+    "tenants": ["[1]", '{"t": 5}', '{"t": {"max_running": 0}}', '{"t": {"burst": 1.5}}',
+                '{"t": {"rate_per_s": "inf"}}', '{"t": {"colour": 1}}', '{"": {}}'],
+    "outbox.enabled": ["perhaps", "2"],
+    "outbox.concurrency": ["0", "1001", "eight"],
+    "outbox.lease_s": ["0.5", "3601", "nan"],
+    "outbox.poll_s": ["0", "61", "-1"],
+    "outbox.max_attempts": ["0", "1001", "1.5"],
+    "outbox.channels": [
+        "not json", "[1]", '{"wa": 5}', '{"wa": {"url": "ftp://x"}}', '{"wa": {}}',
+        '{"bad name": {"url": "http://x"}}', '{"wa": {"url": "http://x", "colour": 1}}',
+        '{"wa": {"url": "http://x", "timeout_s": 0}}', '{"wa": {"url": "http://x", "secret_env": "A B"}}',
+        '{"wa": {"url": "http://x", "retry_base_s": "nan"}}',
+        '{"wa": {"url": "https://user:pw@hooks.example/x"}}',
+    ],
 }
 
 #: (name, YAML text or bytes, a piece of the message)
@@ -99,6 +134,11 @@ YAML_BAD: list[tuple[str, str | bytes, str]] = [
     ("max-body-exponent", "admin:\n  max_body_bytes: 1e3\n", "admin.max_body_bytes"),
     ("stream-prefix-list", "worker:\n  redis:\n    stream_prefix: [a]\n",
      "worker.redis.stream_prefix"),
+    ("outbox-channels-list", "outbox:\n  channels: [wa]\n", "outbox.channels"),
+    ("outbox-channel-no-url", "outbox:\n  channels:\n    wa: {provider: webhook}\n",
+     "outbox.channels"),
+    ("outbox-channel-timeout-list", "outbox:\n  channels:\n    wa: {url: 'http://x', timeout_s: [1]}\n",
+     "outbox.channels"),
 ]
 
 #: Documents that are fine: exit 0.
@@ -199,7 +239,14 @@ PROCESS_CASES = [c for c in CASES if c.name in AS_PROCESS]
 SERVE_ALSO = {"env-admin.token-0", "env-handlers-1", "yaml-binary-junk", "yaml-duplicate-section"}
 SERVE_CASES = [ConfigCase(f"serve-{c.name}", c.expect, env=c.env, yaml=c.yaml,
                           args=["serve", *c.args[2:]])
-               for c in PROCESS_CASES if c.name in SERVE_ALSO]
+               for c in PROCESS_CASES if c.name in SERVE_ALSO] + [
+    # The channel's secret lives in an environment variable that is not set.
+    ConfigCase("serve-outbox-secret-env-unset", "OUTBOX_NO_SUCH_SECRET", args=["serve"], env={
+        "GOCHAT_OUTBOX_CHANNELS":
+            '{"wa": {"url": "http://127.0.0.1:9/hook", "secret_env": "OUTBOX_NO_SUCH_SECRET"}}'}),
+    ConfigCase("serve-outbox-unknown-provider", "unknown provider 'carrier_pigeon'", args=["serve"],
+               env={"GOCHAT_OUTBOX_CHANNELS": '{"wa": {"provider": "carrier_pigeon"}}'}),
+]
 
 
 @pytest.fixture(scope="module")

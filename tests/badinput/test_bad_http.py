@@ -14,11 +14,13 @@ neither draining, paused nor reloaded, and a new job still runs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
 from gochatd import control
+from gochatd.gateway.keys import hash_key
 from gochatd.model import JobStatus
 from gochatd.service import Worker
 from tests.badinput.support import RawResponse, http_request, raw_exchange
@@ -28,6 +30,9 @@ from tests.support.harness import make_settings, running_worker
 
 TOKEN = "bad-input-corpus-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+#: A tenant's gateway key: POST /v1/jobs and /v1/jobs:batch take it instead of the token.
+TENANT_KEY = "gck_bad-input-corpus-tenant-key"
+TENANT_AUTH = {"Authorization": f"Bearer {TENANT_KEY}"}
 MAX_BODY = 64 * 1024
 #: Never in any answer: a traceback, a file's contents, driver internals.
 LEAKS = (b"Traceback", b"root:x:0:0", b"from __future__", b"psycopg.", b"sqlite3.")
@@ -46,9 +51,12 @@ class HttpCase:
 
 def case(name: str, method: str, target: str | bytes, expect: int | tuple[int, ...], *,
          code: str | None = None, body: bytes = b"", headers: dict[str, str | bytes] | None = None,
-         auth: bool = True, matches_nothing: bool = False, proto: bool = False) -> HttpCase:
-    """``proto``: the HTTP layer may refuse it before the app sees it (no JSON body then)."""
-    all_headers: dict[str, str | bytes] = {**(AUTH if auth else {}), **(headers or {})}
+         auth: bool = True, matches_nothing: bool = False, proto: bool = False,
+         tenant: bool = False) -> HttpCase:
+    """``proto``: the HTTP layer may refuse it before the app sees it (no JSON body then).
+    ``tenant``: authenticate with the tenant's gateway key rather than the admin token."""
+    credentials = TENANT_AUTH if tenant else AUTH
+    all_headers: dict[str, str | bytes] = {**(credentials if auth else {}), **(headers or {})}
     return HttpCase(name, http_request(method, target, headers=all_headers, body=body),
                     expect if isinstance(expect, tuple) else (expect,), code, protocol=proto,
                     matches_nothing=matches_nothing)
@@ -75,49 +83,56 @@ def generated_cases(document: dict[str, Any], job_id: int) -> list[HttpCase]:
         target = _fill(path, job_id)
         for method in operations:
             tag = f"{method.upper()} {path}"
+            # The gateway's POSTs take a tenant key where the others take the admin token.
+            tenant = operations[method].get("security") == [{"tenantKey": []}]
+
+            def pcase(*args: Any, tenant: bool = tenant, **kwargs: Any) -> HttpCase:
+                return case(*args, tenant=tenant, **kwargs)
+
             if method == "post":
                 out += [
-                    case(f"{tag}: no token", "POST", target, 401, code="unauthorized", auth=False),
-                    case(f"{tag}: wrong token", "POST", target, 401, code="unauthorized",
-                         auth=False, headers={"Authorization": "Bearer wrong"}),
-                    case(f"{tag}: token plus junk", "POST", target, 401, auth=False,
-                         headers={"Authorization": f"Bearer {TOKEN}x"}),
-                    case(f"{tag}: basic auth", "POST", target, 401, auth=False,
-                         headers={"Authorization": "Basic YWRtaW46YWRtaW4="}),
-                    case(f"{tag}: scheme only", "POST", target, 401, auth=False,
-                         headers={"Authorization": "Bearer"}),
-                    case(f"{tag}: 8 KB token", "POST", target, 401, auth=False,
-                         headers={"Authorization": "Bearer " + "t" * 8000}),
-                    case(f"{tag}: non-ASCII token", "POST", target, 401, auth=False,
-                         headers={"Authorization": b"Bearer \xff\xfe" + TOKEN.encode()}),
-                    case(f"{tag}: token in the query", "POST", f"{target}?token={TOKEN}", 401,
-                         auth=False),
-                    case(f"{tag}: cross-origin", "POST", target, 403, code="cross_origin",
-                         headers={"Origin": "http://evil.example"}),
-                    case(f"{tag}: broken JSON", "POST", target, 400, body=b"{"),
-                    case(f"{tag}: single quotes", "POST", target, 400, body=b"{'a': 1}"),
-                    case(f"{tag}: JSON array", "POST", target, 400, body=b"[1]"),
-                    case(f"{tag}: JSON null", "POST", target, 400, body=b"null"),
-                    case(f"{tag}: JSON NaN", "POST", target, 400, body=b"NaN"),
-                    case(f"{tag}: unknown field", "POST", target, 400,
-                         body=b'{"zzz_unknown": 1}'),
-                    case(f"{tag}: invalid UTF-8", "POST", target, 400, body=b'{"\xff\xfe": 1}'),
-                    case(f"{tag}: 20000 deep", "POST", target, 400, body=b"[" * 20000),
-                    case(f"{tag}: 5000-digit number", "POST", target, 400,
-                         body=b'{"n": ' + b"7" * 5000 + b"}"),
-                    case(f"{tag}: XML", "POST", target, 400, body=b"<a/>",
-                         headers={"Content-Type": "text/xml"}),
-                    case(f"{tag}: form", "POST", target, 400, body=b"queue=default",
-                         headers={"Content-Type": "application/x-www-form-urlencoded"}),
-                    case(f"{tag}: over the body limit", "POST", target, 413,
-                         code="request_entity_too_large", body=b" " * (MAX_BODY + 1)),
-                    case(f"{tag}: chunked over the limit", "POST", target, 413,
-                         headers={"Transfer-Encoding": "chunked"},
-                         body=b"%x\r\n%s\r\n0\r\n\r\n" % (MAX_BODY + 10, b"[" * (MAX_BODY + 10))),
-                    case(f"{tag}: announced 100 GB", "POST", target, 413,
-                         headers={"Content-Length": "100000000000"}),
-                    case(f"{tag}: GET", "GET", target, 405, code="method_not_allowed"),
+                    pcase(f"{tag}: no token", "POST", target, 401, code="unauthorized", auth=False),
+                    pcase(f"{tag}: wrong token", "POST", target, 401, code="unauthorized",
+                          auth=False, headers={"Authorization": "Bearer wrong"}),
+                    pcase(f"{tag}: token plus junk", "POST", target, 401, auth=False,
+                          headers={"Authorization": f"Bearer {TOKEN}x"}),
+                    pcase(f"{tag}: basic auth", "POST", target, 401, auth=False,
+                          headers={"Authorization": "Basic YWRtaW46YWRtaW4="}),
+                    pcase(f"{tag}: scheme only", "POST", target, 401, auth=False,
+                          headers={"Authorization": "Bearer"}),
+                    pcase(f"{tag}: 8 KB token", "POST", target, 401, auth=False,
+                          headers={"Authorization": "Bearer " + "t" * 8000}),
+                    pcase(f"{tag}: non-ASCII token", "POST", target, 401, auth=False,
+                          headers={"Authorization": b"Bearer \xff\xfe" + TOKEN.encode()}),
+                    pcase(f"{tag}: token in the query", "POST", f"{target}?token={TOKEN}", 401,
+                          auth=False),
+                    pcase(f"{tag}: cross-origin", "POST", target, 403, code="cross_origin",
+                          headers={"Origin": "http://evil.example"}),
+                    pcase(f"{tag}: broken JSON", "POST", target, 400, body=b"{"),
+                    pcase(f"{tag}: single quotes", "POST", target, 400, body=b"{'a': 1}"),
+                    pcase(f"{tag}: JSON array", "POST", target, 400, body=b"[1]"),
+                    pcase(f"{tag}: JSON null", "POST", target, 400, body=b"null"),
+                    pcase(f"{tag}: JSON NaN", "POST", target, 400, body=b"NaN"),
+                    pcase(f"{tag}: unknown field", "POST", target, 400,
+                          body=b'{"zzz_unknown": 1}'),
+                    pcase(f"{tag}: invalid UTF-8", "POST", target, 400, body=b'{"\xff\xfe": 1}'),
+                    pcase(f"{tag}: 20000 deep", "POST", target, 400, body=b"[" * 20000),
+                    pcase(f"{tag}: 5000-digit number", "POST", target, 400,
+                          body=b'{"n": ' + b"7" * 5000 + b"}"),
+                    pcase(f"{tag}: XML", "POST", target, 400, body=b"<a/>",
+                          headers={"Content-Type": "text/xml"}),
+                    pcase(f"{tag}: form", "POST", target, 400, body=b"queue=default",
+                          headers={"Content-Type": "application/x-www-form-urlencoded"}),
+                    pcase(f"{tag}: over the body limit", "POST", target, 413,
+                          code="request_entity_too_large", body=b" " * (MAX_BODY + 1)),
+                    pcase(f"{tag}: chunked over the limit", "POST", target, 413,
+                          headers={"Transfer-Encoding": "chunked"},
+                          body=b"%x\r\n%s\r\n0\r\n\r\n" % (MAX_BODY + 10, b"[" * (MAX_BODY + 10))),
+                    pcase(f"{tag}: announced 100 GB", "POST", target, 413,
+                          headers={"Content-Length": "100000000000"}),
                 ]
+                if "get" not in operations:
+                    out.append(case(f"{tag}: GET", "GET", target, 405, code="method_not_allowed"))
             else:
                 out += [
                     case(f"{tag}: {verb}", verb, target, 405, code="method_not_allowed")
@@ -275,6 +290,82 @@ def hand_written(ids: dict[str, int]) -> list[HttpCase]:
     return out
 
 
+def gateway_cases(ids: dict[str, int]) -> list[HttpCase]:
+    """POST /v1/jobs and /v1/jobs:batch: keys, tenants, bodies. Nothing may be written."""
+    def job(**fields: Any) -> dict[str, Any]:
+        return {"job_type": "sys:noop", "payload": {}, **fields}
+
+    def post(name: str, path: str, body: Any, expect: int | tuple[int, ...] = 400, *,
+             code: str | None = None, headers: dict[str, str | bytes] | None = None,
+             raw: bytes | None = None, auth: bool = True) -> HttpCase:
+        data = raw if raw is not None else json.dumps(body).encode()
+        return case(f"gateway {name}", "POST", path, expect, code=code, body=data,
+                    headers={"Content-Type": "application/json", **(headers or {})},
+                    auth=auth, tenant=True)
+
+    one, many = "/v1/jobs", "/v1/jobs:batch"
+    return [
+        # keys: the admin token is no tenant key; a key's hash is no key
+        post("admin token as key", one, job(), 401, code="unauthorized", auth=False,
+             headers=AUTH),
+        post("hash as key", one, job(), 401, code="unauthorized", auth=False,
+             headers={"Authorization": f"Bearer {hash_key(TENANT_KEY)}"}),
+        post("key with a trailing byte", one, job(), 401, auth=False,
+             headers={"Authorization": f"Bearer {TENANT_KEY}\x01"}),
+        post("key of another case", one, job(), 401, auth=False,
+             headers={"Authorization": f"Bearer {TENANT_KEY.upper()}"}),
+        # the tenant is the key's, never the body's
+        post("tenant_id in the body", one, job(tenant_id="other")),
+        post("tenant_id null", one, job(tenant_id=None)),
+        post("tenant_id in a batch item", many, {"jobs": [job(), job(tenant_id="other")]}),
+        post("tenant_id beside jobs", many, {"jobs": [job()], "tenant_id": "other"}),
+        # types
+        *[post(f"{field} {value!r}"[:60], one, job(**{field: value})) for field, value in (
+            ("job_type", 5), ("job_type", ""), ("job_type", "a b"), ("job_type", "x" * 201),
+            ("payload", [1]), ("payload", "text"), ("payload", 5), ("payload", {"a": "\u0000"}),
+            ("queue", 5), ("queue", ""), ("queue", "a b"), ("queue", ["high"]),
+            ("delay_s", "5"), ("delay_s", -1), ("delay_s", True), ("delay_s", 1e12),
+            ("scheduled_at", "tomorrow"), ("scheduled_at", "2026-01-01T00:00:00"),
+            ("scheduled_at", 1767225600), ("scheduled_at", "0001-01-01T00:00:00+05:00"),
+            ("max_attempts", 0), ("max_attempts", 1001), ("max_attempts", "3"),
+            ("max_attempts", 2.5), ("priority", True), ("priority", 1001),
+            ("traceparent", "00-xyz"), ("traceparent", 7),
+        )],
+        post("job_type missing", one, {"payload": {}}),
+        post("both delay_s and scheduled_at", one,
+             job(delay_s=5, scheduled_at="2030-01-01T00:00:00Z")),
+        post("payload over the limit", one, None, (400, 413),
+             raw=b'{"job_type": "sys:noop", "payload": {"a": "' + b"x" * MAX_BODY + b'"}}'),
+        post("NaN delay", one, None, raw=b'{"job_type": "sys:noop", "delay_s": NaN}'),
+        post("400-digit delay", one, None,
+             raw=b'{"job_type": "sys:noop", "delay_s": 1' + b"0" * 400 + b"}"),
+        post("400-digit priority", one, None,
+             raw=b'{"job_type": "sys:noop", "priority": 1' + b"0" * 400 + b"}"),
+        post("1e400 max_attempts", one, None,
+             raw=b'{"job_type": "sys:noop", "max_attempts": 1e400}'),
+        post("duplicate keys", one, None, raw=b'{"job_type": "sys:noop", "job_type": 5}'),
+        # Idempotency-Key
+        post("empty Idempotency-Key", one, job(), headers={"Idempotency-Key": ""}),
+        post("long Idempotency-Key", one, job(), headers={"Idempotency-Key": "k" * 513}),
+        post("tab in Idempotency-Key", one, job(), headers={"Idempotency-Key": "a\tb"}),
+        post("non-ASCII Idempotency-Key", one, job(), headers={"Idempotency-Key": b"\xff\xfe"}),
+        # batches
+        post("batch of 1001", many, {"jobs": [job()] * 1001}),
+        post("empty batch", many, {"jobs": []}),
+        post("batch not a list", many, {"jobs": job()}),
+        post("batch as a bare list", many, [job()]),
+        post("batch with one bad item", many, {"jobs": [job(), job(), job(queue="no spaces")]}),
+        post("batch item not an object", many, {"jobs": [job(), "job"]}),
+        post("batch key with NUL", many, {"jobs": [job(idempotency_key="a\u0000b")]}),
+        post("batch key too long", many, {"jobs": [job(idempotency_key="k" * 513)]}),
+        post("batch key a number", many, {"jobs": [job(idempotency_key=5)]}),
+        # methods
+        case("gateway GET batch", "GET", many, 405, code="method_not_allowed", tenant=True),
+        # A tenant key is not the admin token, which non-POST mutations ask for first.
+        case("gateway PUT one", "PUT", one, (401, 405), tenant=True),
+    ]
+
+
 def check(case_: HttpCase, response: RawResponse) -> str | None:
     """None when the answer keeps the contract; what is wrong otherwise."""
     where = f"{case_.name}: {response.status} {response.body[:300]!r}"
@@ -311,7 +402,8 @@ def _state(worker: Worker) -> dict[str, Any]:
 
 async def test_malformed_http_requests(aio_loop: None, pg_clean: str) -> None:
     settings = make_settings(pg_clean, admin_listen="127.0.0.1:0", admin_token=TOKEN,
-                             admin_max_body_bytes=MAX_BODY)
+                             admin_max_body_bytes=MAX_BODY,
+                             gateway_keys={hash_key(TENANT_KEY): "badinput"})
     async with running_worker(settings, registry=make_registry()) as worker:
         assert worker.admin_address is not None
         host, _, port_text = worker.admin_address.split("://")[-1].rpartition(":")
@@ -331,7 +423,7 @@ async def test_malformed_http_requests(aio_loop: None, pg_clean: str) -> None:
         paused_before = await store.paused_queues()
 
         document = (await raw_exchange(host, port, http_request("GET", "/v1/openapi.json"))).json()
-        cases = generated_cases(document, canary.id) + hand_written(ids)
+        cases = generated_cases(document, canary.id) + hand_written(ids) + gateway_cases(ids)
         problems: list[str] = []
         for c in cases:
             for _ in range(c.repeat):

@@ -1,0 +1,54 @@
+"""The gateway on its own listener (``gateway.listen``): only ``POST /v1/jobs`` and
+``POST /v1/jobs:batch``, served by hypercorn in the daemon's root nursery."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import trio
+from hypercorn.config import Config
+from quart_trio import QuartTrio
+
+from gochatd.admin import gateway
+from gochatd.admin.app import register_errors
+from gochatd.admin.server import ShieldedSend, _serve
+from gochatd.errors import GochatdError
+
+if TYPE_CHECKING:
+    from gochatd.service import Worker
+
+
+def create_gateway_app(worker: Worker) -> QuartTrio:
+    app = QuartTrio("gochatd.gateway")
+    app.config["MAX_CONTENT_LENGTH"] = worker.settings.admin_max_body_bytes
+    app.config["JSON_SORT_KEYS"] = False
+    register_errors(app, worker)
+    gateway.register(app, worker)
+    return app
+
+
+async def serve_gateway(
+    worker: Worker,
+    shutdown_trigger: Callable[[], Awaitable[None]],
+    *,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    listen = worker.settings.gateway_listen
+    config = Config()
+    config.bind = [listen]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 5.0
+    config.keep_alive_timeout = 5.0
+    app = ShieldedSend(create_gateway_app(worker))
+    async with trio.open_nursery() as nursery:
+        try:
+            binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
+        except OSError as exc:
+            raise GochatdError(
+                f"gateway.listen: cannot listen on {listen}: {exc.strerror}"
+            ) from None
+        address = binds[0] if binds else listen
+        worker.log.info("gateway_listening", address=address)
+        task_status.started(address)

@@ -1,0 +1,122 @@
+"""The gateway's part of the OpenAPI document (admin/gateway.py) and ``GET /v1/tenants``.
+
+The request schemas say exactly what the gateway accepts, so a fuzzer's schema-valid
+requests are accepted and its schema-violating ones refused: a payload is any JSON object
+whose strings and keys hold no NUL character (the databases cannot store one)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gochatd.gateway.requests import IDEMPOTENCY_KEY_PATTERN, MAX_BATCH, RFC3339_PATTERN
+
+_NO_NUL = "^[^\\u0000]*$"
+_TENANT_KEY: list[dict[str, list[str]]] = [{"tenantKey": []}]
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def _job_properties(ref: Any) -> dict[str, Any]:
+    return {
+        "job_type": {"type": "string", "maxLength": 200,
+                     "pattern": "^[A-Za-z0-9_.\\-]+(:[A-Za-z0-9_.\\-*]+)*$"},
+        "payload": {"anyOf": [ref("Payload"), {"type": "null"}]},
+        "queue": _nullable({"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}),
+        "delay_s": _nullable({"type": "number", "minimum": 0, "maximum": 10 * 365 * 86400}),
+        "scheduled_at": _nullable({"type": "string", "format": "date-time",
+                                   "pattern": RFC3339_PATTERN}),
+        "max_attempts": _nullable({"type": "integer", "minimum": 1, "maximum": 1000}),
+        "priority": _nullable({"type": "integer", "minimum": -1000, "maximum": 1000}),
+        "traceparent": _nullable({
+            "type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}),
+    }
+
+
+#: delay_s and scheduled_at exclude each other (null is the same as leaving one out).
+_ONE_TIME = {"not": {"required": ["delay_s", "scheduled_at"], "properties": {
+    "delay_s": {"type": "number"}, "scheduled_at": {"type": "string"}}}}
+
+
+def gateway_paths(json: Any, ref: Any, errors: dict[str, Any]) -> dict[str, Any]:
+    """The POST operations; ``/v1/jobs`` is merged with the admin API's GET listing."""
+    replay = {"Idempotent-Replay": {"description": "true: the job already existed",
+                                    "schema": {"type": "string", "enum": ["true"]}}}
+    limited = {"description": "the tenant's rate limit is exhausted",
+               "headers": {"Retry-After": {"description": "whole seconds",
+                                           "schema": {"type": "integer", "minimum": 1}}},
+               "content": {"application/json": {"schema": ref("Error")}}}
+    common = {**errors, "401": json(ref("Error"), "missing or unknown tenant API key"),
+              "429": limited}
+    one = {
+        "summary": "Enqueue one job for the key's tenant",
+        "security": _TENANT_KEY,
+        "parameters": [{"name": "Idempotency-Key", "in": "header", "required": False,
+                        "schema": {"type": "string", "minLength": 1, "maxLength": 512,
+                                   "pattern": IDEMPOTENCY_KEY_PATTERN}}],
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": ref("JobRequest")}}},
+        "responses": {
+            "201": json(ref("GatewayJob"), "created"),
+            "200": {**json(ref("GatewayJob"), "an idempotent replay: the existing job"),
+                    "headers": replay},
+            **common,
+            "409": json(ref("Error"), "the Idempotency-Key holds a different job"),
+        },
+    }
+    batch = {
+        "summary": f"Enqueue up to {MAX_BATCH} jobs for the key's tenant (all validated first)",
+        "security": _TENANT_KEY,
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": ref("BatchRequest")}}},
+        "responses": {"200": json(ref("BatchResult"), "one result per job, in order"),
+                      **common},
+    }
+    return {"/v1/jobs": {"post": one}, "/v1/jobs:batch": {"post": batch}}
+
+
+def tenants_path(get: Any, json: Any, ref: Any) -> dict[str, Any]:
+    return {"/v1/tenants": get("Tenants: running jobs (fleet-wide) and limits",
+                               json(ref("TenantList"), "tenants"))}
+
+
+def gateway_schemas(ref: Any) -> dict[str, Any]:
+    item = _job_properties(ref)
+    return {
+        "JsonValue": {"anyOf": [
+            {"type": "string", "pattern": _NO_NUL},
+            {"type": ["number", "boolean", "null"]},
+            {"type": "array", "items": ref("JsonValue")},
+            ref("Payload"),
+        ]},
+        "Payload": {"type": "object", "propertyNames": {"pattern": _NO_NUL},
+                    "additionalProperties": ref("JsonValue")},
+        "JobRequest": {"type": "object", "additionalProperties": False,
+                       "required": ["job_type"], "properties": item, **_ONE_TIME},
+        "BatchRequest": {"type": "object", "additionalProperties": False, "required": ["jobs"],
+                         "properties": {"jobs": {
+                             "type": "array", "minItems": 1, "maxItems": MAX_BATCH,
+                             "items": {"type": "object", "additionalProperties": False,
+                                       "required": ["job_type"], **_ONE_TIME,
+                                       "properties": {**item, "idempotency_key": _nullable({
+                                           "type": "string", "minLength": 1, "maxLength": 512,
+                                           "pattern": _NO_NUL})}}}}},
+        "GatewayJob": {"type": "object", "required": ["job"], "properties": {"job": ref("Job")}},
+        "BatchResult": {"type": "object", "required": ["results", "created", "replayed",
+                                                       "conflicts"], "properties": {
+            "results": {"type": "array", "items": {
+                "type": "object", "required": ["index", "outcome", "status"], "properties": {
+                    "index": {"type": "integer"},
+                    "outcome": {"enum": ["created", "replayed", "conflict"]},
+                    "status": {"enum": [200, 201, 409]},
+                    "job": ref("Job"), "error": {"type": "object"}}}},
+            "created": {"type": "integer"}, "replayed": {"type": "integer"},
+            "conflicts": {"type": "integer"}}},
+        "TenantList": {"type": "object", "required": ["tenants"], "properties": {"tenants": {
+            "type": "array", "items": {"type": "object", "required": [
+                "tenant", "running", "max_running", "rate_per_s", "burst"], "properties": {
+                "tenant": {"type": "string"}, "running": {"type": "integer"},
+                "max_running": {"type": ["integer", "null"]},
+                "rate_per_s": {"type": "number"}, "burst": {"type": "integer"}}}}}},
+    }

@@ -1,0 +1,93 @@
+"""Retention: finished jobs are deleted once their last change (``updated_at``, database
+clock) is older than their class's retention: ``retention.completed_s`` (7 days),
+``retention.dead_s`` and ``retention.cancelled_s`` (30 days); 0 keeps a class forever.
+
+Each DELETE takes at most ``retention.batch`` rows (PostgreSQL: ``FOR UPDATE SKIP LOCKED``,
+so it never waits on a row another writer holds) and a short pause follows every full batch,
+so a large backlog never holds locks, or SQLite's write lock, for long. Every daemon runs
+this loop; on PostgreSQL they skip each other's rows. Once a job is deleted its idempotency
+key is free: the same key enqueues a new job. Stream entries are not kept here: the sweep
+trims acknowledged entries (``loops/schedule.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from gochatd.errors import StoreUnavailable
+from gochatd.model import JobStatus
+from gochatd.store import JobStore
+
+if TYPE_CHECKING:
+    from gochatd.config import Settings
+    from gochatd.service import Worker
+
+#: Between two full batches: lets claims and finishes through.
+PAUSE_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionPolicy:
+    completed_s: float
+    dead_s: float
+    cancelled_s: float
+    batch: int
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RetentionPolicy:
+        return cls(settings.retention_completed_s, settings.retention_dead_s,
+                   settings.retention_cancelled_s, settings.retention_batch)
+
+    def classes(self) -> list[tuple[JobStatus, float]]:
+        """(status, retention in seconds) for every class that is pruned at all."""
+        every = [(JobStatus.COMPLETED, self.completed_s), (JobStatus.DEAD, self.dead_s),
+                 (JobStatus.CANCELLED, self.cancelled_s)]
+        return [(status, keep_s) for status, keep_s in every if keep_s > 0]
+
+
+async def prune_once(
+    store: JobStore,
+    policy: RetentionPolicy,
+    *,
+    pause_s: float = PAUSE_S,
+    on_batch: Callable[[JobStatus, int], None] | None = None,
+) -> dict[JobStatus, int]:
+    """One pass: every class down to what its retention keeps. Returns the rows deleted."""
+    pruned: dict[JobStatus, int] = {}
+    for status, keep_s in policy.classes():
+        total = 0
+        while True:
+            deleted = await store.prune_finished_jobs(status, keep_s, policy.batch)
+            total += deleted
+            if deleted and on_batch is not None:
+                on_batch(status, deleted)
+            if deleted < policy.batch:
+                break
+            await trio.sleep(pause_s)
+        pruned[status] = total
+    return pruned
+
+
+async def count_prunable(store: JobStore, policy: RetentionPolicy) -> dict[JobStatus, int]:
+    """What ``prune_once`` would delete now (``gochatd jobs prune --dry-run``)."""
+    return {status: await store.count_prunable_jobs(status, keep_s)
+            for status, keep_s in policy.classes()}
+
+
+async def retention_loop(worker: Worker) -> None:
+    def counted(status: JobStatus, deleted: int) -> None:
+        worker.metrics.pruned.labels(status.value).inc(deleted)
+
+    while True:
+        try:
+            policy = RetentionPolicy.from_settings(worker.settings)
+            pruned = await prune_once(worker.store, policy, on_batch=counted)
+            if any(pruned.values()):
+                worker.log.info("jobs_pruned", **{s.value: n for s, n in pruned.items()})
+        except StoreUnavailable as exc:
+            worker.transient_error("retention", exc)
+        await trio.sleep(worker.settings.retention_interval_s)

@@ -1,0 +1,114 @@
+"""``gochatd outbox list|show|retry``: the admin API's /v1/outbox from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from gochatd.config import Settings
+from gochatd.errors import InvalidTransition, UserError
+from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
+from gochatd.store import open_store
+
+
+class OutboxNotFound(UserError):
+    def __init__(self, message_id: int) -> None:
+        super().__init__(f"outbox message {message_id} not found")
+
+
+def _message_id(text: str) -> int:
+    value = int(text)
+    if not 1 <= value < 2**63:
+        raise ValueError
+    return value
+
+
+def _after_id(text: str) -> int:
+    value = int(text)
+    if not 0 <= value < 2**63:
+        raise ValueError
+    return value
+
+
+_message_id.__name__ = "an outbox message id"  # argparse names it in its one-line error
+_after_id.__name__ = "an outbox message id or 0"
+
+
+def add_outbox_parser(
+    sub: Any, parser_class: type[argparse.ArgumentParser],
+    add_common: Callable[[argparse.ArgumentParser], None],
+    types: dict[str, Callable[[str], int]],
+) -> None:
+    """``types``: the CLI's own validators (``limit``), so errors read the same."""
+    outbox = sub.add_parser("outbox", help="inspect and retry reply outbox messages")
+    outbox_sub = outbox.add_subparsers(dest="outbox_command", required=True,
+                                       parser_class=parser_class)
+    ls = outbox_sub.add_parser("list")
+    add_common(ls)
+    ls.add_argument("--status", choices=[s.value for s in OutboxStatus])
+    ls.add_argument("--tenant")
+    ls.add_argument("--channel")
+    ls.add_argument("--limit", type=types["limit"], default=1000,
+                    help="at most this many (default 1000)")
+    ls.add_argument("--after-id", type=_after_id)
+    ls.add_argument("--json", action="store_true")
+    for name in ("show", "retry"):
+        p = outbox_sub.add_parser(name)
+        add_common(p)
+        p.add_argument("id", type=_message_id)
+        if name == "show":
+            p.add_argument("--json", action="store_true")
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, ensure_ascii=False, default=str) + "\n")
+
+
+def _print_table(rows: list[OutboxMessage]) -> None:
+    print(f"{'ID':>8}  {'STATUS':8} {'CHANNEL':14} {'TENANT':12} {'ATT':>4}  {'ERROR':14} DEDUPE KEY")
+    for m in rows:
+        print(f"{m.id:>8}  {m.status:8} {m.channel[:14]:14} {m.tenant_id[:12]:12} "
+              f"{m.attempts:>4}  {(m.error_class or '-')[:14]:14} {m.dedupe_key}")
+
+
+async def run_outbox_command(args: argparse.Namespace, settings: Settings) -> int:
+    store = open_store(settings.database_url)
+    await store.open()
+    try:
+        if settings.database_url.startswith("sqlite:"):
+            await store.migrate()
+        if args.outbox_command == "list":
+            rows = await store.list_outbox(OutboxFilter(
+                status=OutboxStatus(args.status) if args.status else None,
+                tenant_id=args.tenant, channel=args.channel, limit=args.limit,
+                after_id=args.after_id,
+            ))
+            if args.json:
+                _print_json([m.to_dict() for m in rows])
+            else:
+                _print_table(rows)
+            return 0
+        if args.outbox_command == "show":
+            row = await store.get_outbox(args.id)
+            if row is None:
+                raise OutboxNotFound(args.id)
+            if args.json:
+                _print_json(row.to_dict())
+            else:
+                for key, value in row.to_dict().items():
+                    print(f"{key:20} {json.dumps(value) if isinstance(value, dict) else value}")
+            return 0
+        requeued = await store.requeue_outbox(args.id)
+        if requeued is None:
+            current = await store.get_outbox(args.id)
+            if current is None:
+                raise OutboxNotFound(args.id)
+            raise InvalidTransition(
+                f"cannot retry outbox message {args.id}: it is {current.status}, not dead")
+        _print_json(requeued.to_dict())
+        return 0
+    finally:
+        await store.close()

@@ -1,0 +1,111 @@
+"""Periodic-slot records (``gochatd_periodic_slots``) and the fenced enqueue of a slot.
+
+``claim_periodic_slot`` moves a periodic job's ``last_slot`` forward with a compare-and-set;
+only the caller whose statement moved it enqueues the slot's job, in the same transaction.
+Two daemons waking for the same slot therefore enqueue it once, and a slot already recorded
+is never enqueued again, even after its job was pruned. The functions run on the driver's
+side of the bridge (PostgreSQL: inside one asyncio coroutine; SQLite: on the store's
+thread), so one slot is one crossing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from psycopg import AsyncConnection
+
+from gochatd.model import EnqueueRequest, Job
+from gochatd.store.enqueue_many import pg_enqueue_many, sqlite_enqueue_params
+from gochatd.store.queries import load_queries
+from gochatd.store.rows import epoch_to_datetime
+
+PG = load_queries("postgres")
+SQLITE = load_queries("sqlite")
+
+
+@dataclass(frozen=True, slots=True)
+class SlotClaim:
+    """``claimed``: this caller moved the record; ``job``: the row it enqueued, if any (None
+    when the slot was skipped, or its idempotency key already named a job)."""
+
+    claimed: bool
+    job: Job | None = None
+
+
+class PeriodicSlotStore(Protocol):
+    async def database_now(self) -> datetime:
+        """The database clock."""
+        ...
+
+    async def periodic_slots(self) -> dict[str, datetime]:
+        """Every periodic job's last handled slot."""
+        ...
+
+    async def claim_periodic_slot(
+        self, name: str, slot: datetime, request: EnqueueRequest | None
+    ) -> SlotClaim:
+        """Move ``name``'s record to ``slot`` if it is behind; if this call moved it and
+        ``request`` is given, enqueue it in the same transaction."""
+        ...
+
+
+class SqlPeriodicOps:
+    """Mixed into ``SqlJobStore``: the reads both backends share (``_read``)."""
+
+    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    async def database_now(self) -> datetime:
+        rows = await self._read("database_now", {})
+        return _as_datetime(rows[0][0])
+
+    async def periodic_slots(self) -> dict[str, datetime]:
+        rows = await self._read("list_periodic_slots", {})
+        return {str(r[0]): _as_datetime(r[1]) for r in rows}
+
+
+def _as_datetime(value: Any) -> datetime:
+    """PostgreSQL hands back timestamptz; SQLite stores epoch seconds."""
+    if isinstance(value, datetime):
+        return value
+    moment = epoch_to_datetime(float(value))
+    assert moment is not None
+    return moment
+
+
+async def pg_claim_periodic_slot(
+    conn: AsyncConnection[Any], name: str, slot: datetime, request: EnqueueRequest | None
+) -> SlotClaim:
+    """asyncio side, inside a transaction the caller opened."""
+    cur = await conn.execute(PG["claim_periodic_slot"], {"name": name, "slot": slot})
+    if await cur.fetchone() is None:
+        return SlotClaim(False)
+    if request is None:
+        return SlotClaim(True)
+    [result] = await pg_enqueue_many(conn, [request], False)
+    return SlotClaim(True, result.job if result.created else None)
+
+
+def sqlite_claim_periodic_slot(
+    conn: sqlite3.Connection, name: str, slot: datetime, request: EnqueueRequest | None,
+    to_job: Callable[[Sequence[Any]], Job],
+) -> SlotClaim:
+    """Store thread: one ``BEGIN IMMEDIATE`` transaction."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        row = conn.execute(
+            SQLITE["claim_periodic_slot"], {"name": name, "slot": slot.timestamp()}
+        ).fetchone()
+        claim = SlotClaim(row is not None)
+        if row is not None and request is not None:
+            inserted = conn.execute(SQLITE["enqueue_job"], sqlite_enqueue_params(request)).fetchone()
+            claim = SlotClaim(True, to_job(inserted) if inserted is not None else None)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    return claim

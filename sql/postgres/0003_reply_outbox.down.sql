@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS reply_outbox;

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS background_jobs_finished_idx;

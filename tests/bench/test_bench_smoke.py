@@ -1,0 +1,68 @@
+"""``gochatd bench --smoke``: every scenario runs at a tiny size against real PostgreSQL,
+SQLite, Redis and a real ``gochatd serve`` child, and the JSON has every row of the target
+table with a measured number. Performance itself is not asserted here: the figures are only
+meaningful at full size on a quiet machine."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+import redis
+
+from gochatd.bench.report import ROWS
+from tests.support.daemon_process import assert_clean, run_cli
+
+PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
+#: The smoke run takes about 35 s on a busy two-core machine.
+DEADLINE_S = 180
+
+
+@pytest.mark.slow
+def test_bench_smoke_measures_every_row_and_cleans_up(tmp_path: Path, redis_url: str) -> None:
+    out = tmp_path / "bench.json"
+    result = run_cli(
+        ["bench", "--smoke", "--json", str(out), "--database-url", PG_DSN, "--redis", redis_url],
+        timeout_s=DEADLINE_S,
+    )
+    assert result.returncode == 0, f"stdout={result.stdout[-4000:]}\nstderr={result.stderr[-4000:]}"
+    assert_clean(result.stdout + result.stderr, "bench output")
+
+    doc = json.loads(out.read_text())
+    rows = {row["id"]: row for row in doc["rows"]}
+    assert set(rows) == {row.id for row in ROWS}
+    for row in ROWS:
+        got = rows[row.id]
+        assert isinstance(got["value"], float) and math.isfinite(got["value"]), got
+        assert got["result"] == ("info" if row.check is None else got["result"])
+        assert got["result"] in {"pass", "miss", "info"}, got
+        assert row.figure in result.stdout, f"row {row.id!r} missing from the printed table"
+    figures = doc["figures"]
+    # Each backend ran its own throughput run, in the dispatch mode it names.
+    assert figures["sqlite.mode"] == "polling"
+    assert figures["postgres.mode"] == "polling"
+    assert figures["postgres+redis.mode"] == "streams"
+    # The idle-in-transaction holder really held a snapshot: dead tuples piled up while it
+    # was open and a vacuum could remove them once it ended.
+    assert figures["idle_tx.dead_tuples_peak"] > 0
+    assert figures["idle_tx.dead_tuples_after_vacuum"] < figures["idle_tx.dead_tuples_peak"]
+    assert figures["soak.jobs"] == 2000 and figures["soak.rss_end_mb"] > 0
+
+    # Private stream prefixes are deleted at the end.
+    client = redis.Redis.from_url(redis_url)
+    try:
+        assert list(client.scan_iter("gochatd-bench-*")) == []
+    finally:
+        client.close()
+
+
+def test_bench_bad_scenario_is_one_line_and_exit_2() -> None:
+    result = run_cli(["bench", "--scenario", "throughput,warp-speed"], timeout_s=30)
+    assert result.returncode == 2, result
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "--scenario" in lines[0], result.stderr
+    assert result.stdout == ""
+    assert_clean(result.stderr)
