@@ -64,7 +64,10 @@ def pg_migrated(pg_url: str) -> str:
 def pg_clean(pg_migrated: str) -> str:
     """The run's database with every job removed (ids restart)."""
     with psycopg.connect(pg_migrated, autocommit=True) as conn:
-        conn.execute("TRUNCATE background_jobs, reply_outbox RESTART IDENTITY")
+        conn.execute(
+            "TRUNCATE background_jobs, reply_outbox, gochatd_periodic_slots, gochatd_queue_pauses"
+            " RESTART IDENTITY"
+        )
     return pg_migrated
 
 

@@ -36,6 +36,7 @@ class Received:
     raw: bytes
     signature_ok: bool
     status: int  # what we answered
+    signature: str = ""  # the X-Gochatd-Signature header as received
 
 
 class _Server(ThreadingHTTPServer):
@@ -112,7 +113,7 @@ class WebhookReceiver:
             answer = self.script.pop(0) if self.script else self.default
             ok = self.secret is not None and verify(self.secret, raw, sig)
             body = json.loads(raw)
-            self.received.append(Received(time.monotonic(), key, body, raw, ok, answer.status))
+            self.received.append(Received(time.monotonic(), key, body, raw, ok, answer.status, sig))
             if 200 <= answer.status < 300:
                 self.accepted.setdefault(key, body)
             return answer

@@ -8,7 +8,8 @@ Variants (``PEERS_GOCHATD_MODE``):
 
 Settings (environment, defaults are what the report's rows use):
   PEERS_GOCHATD_PROCS        daemon processes (2 for PostgreSQL, as the peers; 1 on SQLite)
-  PEERS_GOCHATD_CONCURRENCY  ``--concurrency`` per daemon (50, as ``gochatd bench``)
+  PEERS_GOCHATD_CONCURRENCY  ``--concurrency`` per daemon (100: a no-op job costs nothing,
+                             so a bigger claim batch per round trip)
 PostgreSQL keeps the server defaults (fsync=on, synchronous_commit=on).
 """
 
@@ -26,7 +27,7 @@ MODE = os.environ.get("PEERS_GOCHATD_MODE", "streams")
 if MODE not in ("streams", "polling", "sqlite"):
     raise SystemExit(f"PEERS_GOCHATD_MODE={MODE!r}: expected streams, polling or sqlite")
 PROCS = int(os.environ.get("PEERS_GOCHATD_PROCS", "1" if MODE == "sqlite" else "2"))
-CONCURRENCY = int(os.environ.get("PEERS_GOCHATD_CONCURRENCY", "50"))
+CONCURRENCY = int(os.environ.get("PEERS_GOCHATD_CONCURRENCY", "100"))
 DATABASE = {"streams": "bench_gochatd", "polling": "bench_gochatd_polling"}.get(MODE)
 REDIS_URL = contract.redis_url(8) if MODE == "streams" else ""
 
