@@ -329,7 +329,9 @@ class Worker:
                 self._root = root
                 if handle_signals:
                     root.start_soon(self._watch_signals)
-                self._finisher = Finisher(self.store, lambda: self.streams, self._on_flushed)
+                self._finisher = Finisher(
+                    self.store, lambda: self.streams, self._on_flushed, lambda: len(self.active)
+                )
                 await root.start(self._finisher.run)
                 root.start_soon(reap.reap_loop, self)
                 root.start_soon(retention_loop, self)

@@ -231,29 +231,43 @@ class RedisStreams:
 
     # -- consuming -------------------------------------------------------------------------
 
-    async def read(self, queues: Sequence[str], count: int, block_s: float) -> list[StreamEntry]:
+    async def read(
+        self, queues: Sequence[str], count: int, block_s: float, *, fill_first: bool = True
+    ) -> list[StreamEntry]:
         """Up to ``count`` new entries, preferring ``queues`` in order; blocks at most
-        ``block_s`` when every stream is empty. Call inside a shielded scope."""
+        ``block_s`` when every stream is empty. Call inside a shielded scope.
+
+        ``fill_first=False`` skips the weighted fill and goes straight to the blocking read
+        (one round trip instead of two): for a trickle, where the last read already found
+        less than it could take, so there is nothing to share out by weight."""
         if count <= 0 or not queues:
             return []
         keys = [self.key(q) for q in queues]
         group, consumer, fill = self.group, self.consumer, self._fill
         block_ms = max(1, int(block_s * 1000))
+        # XREADGROUP's COUNT is per stream: split it so the total stays within ``count``.
+        per_stream = max(1, count // len(keys))
+
+        async def _fill(r: aredis.Redis) -> list[StreamEntry]:
+            got = await fill(keys=keys, args=[group, consumer, count], client=r)
+            return [_entry(s, i, f) for s, i, f in got or []]
 
         async def _read(r: aredis.Redis) -> list[StreamEntry]:
-            got = await fill(keys=keys, args=[group, consumer, count])
-            if got:
-                return [_entry(s, i, f) for s, i, f in got]
+            if fill_first:
+                got = await _fill(r)
+                if got:
+                    return got
             try:
                 res: Any = await r.xreadgroup(
-                    group, consumer, dict.fromkeys(keys, ">"), count=count, block=block_ms
+                    group, consumer, dict.fromkeys(keys, ">"),
+                    count=count if fill_first else per_stream, block=block_ms,
                 )
             except ResponseError as exc:
                 # NOGROUP: the group is gone; UNBLOCKED: the stream was deleted while we
-                # waited on it. The next fill recreates both.
+                # waited on it. The fill recreates both.
                 if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                     raise
-                return []
+                return [] if fill_first else await _fill(r)
             out: list[StreamEntry] = []
             for stream, items in res or []:
                 out.extend(_entry(stream, entry_id, fields) for entry_id, fields in items)

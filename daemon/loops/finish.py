@@ -19,6 +19,8 @@ MAX_BATCH = 512
 #: An XACK slower than this is abandoned (a black-holed Redis answers nothing until the
 #: socket timeout): the entries are reclaimed and acked later.
 ACK_TIMEOUT_S = 1.0
+#: How long a finish may wait for other running jobs' finishes to share its UPDATE.
+LINGER_S = 0.002
 
 
 @dataclass(eq=False)
@@ -39,8 +41,11 @@ class Finisher:
         store: JobStore,
         streams: Callable[[], RedisStreams | None],
         on_flushed: Callable[[list[FinishRequest]], None],
+        running: Callable[[], int] = lambda: 0,
     ) -> None:
         self._store = store
+        #: Jobs this worker holds (running or waiting for their finish to be written).
+        self._running = running
         self._streams = streams
         self._on_flushed = on_flushed
         self.send_channel, self._receive_channel = trio.open_memory_channel[FinishRequest](
@@ -67,17 +72,37 @@ class Finisher:
                 async with ack_send, self._receive_channel:
                     task_status.started()
                     async for first in self._receive_channel:
-                        batch = [first]
-                        while len(batch) < MAX_BATCH:
-                            try:
-                                batch.append(self._receive_channel.receive_nowait())
-                            except (trio.WouldBlock, trio.EndOfChannel):
-                                break
+                        batch = await self._collect(first)
                         entries = await self._flush(batch)
                         if entries:
                             ack_send.send_nowait(entries)
         finally:
             self.finished.set()
+
+    async def _collect(self, first: FinishRequest) -> list[FinishRequest]:
+        """Everything waiting; and while other jobs are still running (their finishes are
+        near), up to LINGER_S more, so a busy worker writes one UPDATE for several read
+        batches. A lone job's finish is written at once."""
+        batch = [first]
+        self._take_waiting(batch)
+        if len(batch) < MAX_BATCH and self._running() > len(batch):
+            with trio.move_on_after(LINGER_S):
+                while len(batch) < MAX_BATCH:
+                    try:
+                        batch.append(await self._receive_channel.receive())
+                    except trio.EndOfChannel:
+                        break
+                    self._take_waiting(batch)
+                    if self._running() <= len(batch):
+                        break
+        return batch
+
+    def _take_waiting(self, batch: list[FinishRequest]) -> None:
+        while len(batch) < MAX_BATCH:
+            try:
+                batch.append(self._receive_channel.receive_nowait())
+            except (trio.WouldBlock, trio.EndOfChannel):
+                return
 
     async def _flush(self, batch: list[FinishRequest]) -> list[StreamEntry]:
         """Write the batch's states, release its runners; return the entries to XACK."""
