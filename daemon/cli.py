@@ -19,6 +19,7 @@ import trio
 import gochatd
 import gochatd.aio  # trio_asyncio before psycopg
 from gochatd.aio import open_loop
+from gochatd.argtypes import row_id
 from gochatd.client import Client
 from gochatd.config import FIELDS, Settings, load_settings
 from gochatd.errors import ConfigError, GochatdError, UserError
@@ -183,18 +184,8 @@ def _limit(text: str) -> int:
     return value
 
 
-def _job_id(text: str) -> int:
-    value = int(text)
-    if not 1 <= value < 2**63:
-        raise ValueError
-    return value
-
-
-def _after_id(text: str) -> int:
-    value = int(text)
-    if not 0 <= value < 2**63:
-        raise ValueError
-    return value
+_job_id = row_id(1, "a job id")
+_after_id = row_id(0, "a job id or 0")
 
 
 def _nonneg_float(text: str) -> float:
@@ -212,7 +203,6 @@ def _iso_time(text: str) -> datetime:
 
 
 for _fn, _name in ((_positive_int, "a positive integer"), (_limit, "an integer in 1..10000"),
-                   (_job_id, "a job id"), (_after_id, "a job id or 0"),
                    (_nonneg_float, "a non-negative number of seconds"),
                    (_iso_time, "an ISO 8601 time with a zone, e.g. 2026-01-01T00:00:00Z")):
     _fn.__name__ = _name  # argparse names the expected type in its one-line error

@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 import trio
 
+from gochatd.config_values import mapping_value
 from gochatd.context import JobContext
 from gochatd.errors import ConfigError, HandlerFailure
 from gochatd.registry import JOB_TYPE_RE, Handler, HandlerSpec
@@ -58,17 +59,7 @@ def _pattern_ok(pattern: str) -> bool:
 def parse_http_handlers(raw: Any) -> dict[str, dict[str, Any]]:
     """Validate ``handlers.http``; the environment variable holds the same as YAML/JSON.
     Returns plain mappings ``{pattern: {url, timeout_s, secret_env}}``."""
-    if isinstance(raw, str):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(raw) if raw.strip() else {}
-        except yaml.YAMLError:
-            raise ValueError("expected a YAML or JSON mapping") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValueError("expected a mapping of job type or 'prefix:*' -> {url, timeout_s, secret_env}")
+    raw = mapping_value(raw, "a mapping of job type or 'prefix:*' -> {url, timeout_s, secret_env}")
     out: dict[str, dict[str, Any]] = {}
     for pattern, entry in raw.items():
         if not isinstance(pattern, str) or not _pattern_ok(pattern):

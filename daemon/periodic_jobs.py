@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from gochatd.config_values import mapping_value
 from gochatd.cron import CronError, parse_cron
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY, Handler, HandlerSpec
 
@@ -209,17 +210,7 @@ def periodic(
 def parse_periodic_config(raw: Any) -> dict[str, dict[str, Any]]:
     """The ``periodic`` config key: a mapping of job type -> {cron|every, queue, payload,
     tenant_id, catch_up, max_attempts}. The environment variable holds the same as YAML/JSON."""
-    if isinstance(raw, str):
-        import yaml
-
-        try:
-            raw = yaml.safe_load(raw) if raw.strip() else {}
-        except yaml.YAMLError:
-            raise ValueError("expected a YAML or JSON mapping") from None
-    if raw is None:
-        return {}
-    if not isinstance(raw, Mapping):
-        raise ValueError("expected a mapping of job type -> {cron: ... | every: ...}")
+    raw = mapping_value(raw, "a mapping of job type -> {cron: ... | every: ...}")
     out: dict[str, dict[str, Any]] = {}
     for job_type, entry in raw.items():
         if not isinstance(entry, Mapping):

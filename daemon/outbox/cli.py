@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from gochatd.argtypes import row_id
 from gochatd.config import Settings
 from gochatd.errors import InvalidTransition, UserError
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
@@ -19,22 +20,8 @@ class OutboxNotFound(UserError):
         super().__init__(f"outbox message {message_id} not found")
 
 
-def _message_id(text: str) -> int:
-    value = int(text)
-    if not 1 <= value < 2**63:
-        raise ValueError
-    return value
-
-
-def _after_id(text: str) -> int:
-    value = int(text)
-    if not 0 <= value < 2**63:
-        raise ValueError
-    return value
-
-
-_message_id.__name__ = "an outbox message id"  # argparse names it in its one-line error
-_after_id.__name__ = "an outbox message id or 0"
+_message_id = row_id(1, "an outbox message id")
+_after_id = row_id(0, "an outbox message id or 0")
 
 
 def add_outbox_parser(
