@@ -30,11 +30,11 @@ from gochatd.model import (
     Lease,
     Outcome,
 )
-from gochatd.store.enqueue_many import sqlite_enqueue_many
+from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_params
 from gochatd.store.outbox import reply_rows
 from gochatd.store.periodic_slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
-from gochatd.store.rows import canonical_json, epoch_to_datetime, job_from_row, same_job
+from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import sqlite_claim_limited
 
@@ -197,19 +197,7 @@ class SqliteStore(SqlJobStore):
     # -- producers -------------------------------------------------------------------------
 
     async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
-        params = {
-            "tenant_id": request.tenant_id,
-            "job_type": request.job_type,
-            "queue": request.queue,
-            "payload": canonical_json(request.payload),
-            "priority": request.priority,
-            "max_attempts": request.max_attempts,
-            "scheduled_at": request.scheduled_at.timestamp() if request.scheduled_at else None,
-            "delay_s": float(request.delay_s or 0.0),
-            "idempotency_key": request.idempotency_key,
-            "traceparent": request.traceparent,
-            "dispatch_now": request.dispatch_now,
-        }
+        params = sqlite_enqueue_params(request)
 
         def _enqueue(conn: sqlite3.Connection) -> EnqueueResult:
             conn.execute("BEGIN IMMEDIATE")
