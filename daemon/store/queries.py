@@ -41,6 +41,15 @@ def load_queries(dialect: str) -> dict[str, str]:
         sql = sql.replace("{outbox_columns_o}", ", ".join(f"o.{c}" for c in OUTBOX_COLUMNS))
         sql = sql.replace("{outbox_columns}", ", ".join(OUTBOX_COLUMNS))
         queries[name] = sql.replace("{now}", SQLITE_NOW)
+    # Blocks named "_…" are fragments that other queries include as {_name}.
+    fragments = {
+        name: "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
+        for name, sql in queries.items() if name.startswith("_")
+    }
+    for name, sql in queries.items():
+        for fragment, text in fragments.items():
+            sql = sql.replace("{" + fragment + "}", text)
+        queries[name] = sql
     return queries
 
 

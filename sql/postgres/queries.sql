@@ -47,9 +47,9 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING {job_columns_j};
 
--- name: finish_jobs
--- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
--- that were applied. A stale owner or fence matches no row and writes nothing.
+-- name: _finish_update
+-- A fragment (a leading "_"): the fenced compare-and-set that finish_jobs and
+-- finish_jobs_with_replies share, without its RETURNING.
 UPDATE background_jobs AS j
 SET status = u.status,
     attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
@@ -66,6 +66,11 @@ FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statu
             %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
      AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
 WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+
+-- name: finish_jobs
+-- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
+-- that were applied. A stale owner or fence matches no row and writes nothing.
+{_finish_update}
 RETURNING j.id;
 
 -- name: extend_leases
@@ -290,22 +295,7 @@ WHERE status IN ('completed', 'dead', 'cancelled')
 -- finish_jobs plus the replies of the completions that applied, in one statement: a stale
 -- owner or fence, or a job that did not complete, writes no reply.
 WITH done AS (
-    UPDATE background_jobs AS j
-    SET status = u.status,
-        attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
-        scheduled_at = CASE WHEN u.status = 'retrying'
-                            THEN now() + make_interval(secs => u.delay_s) ELSE j.scheduled_at END,
-        completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
-        failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
-        error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                           THEN u.error_class ELSE j.error_class END,
-        last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                          THEN u.last_error ELSE j.last_error END,
-        lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
-    FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
-                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
-         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
-    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+    {_finish_update}
     RETURNING j.id, j.tenant_id, j.status
 ), added AS (
     INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key)
