@@ -121,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_outbox_parser(sub, _Parser, _add_common, {"limit": _limit})
 
+    from gochatd.migrate.cli import add_migrate_parser
+
+    add_migrate_parser(sub, _Parser)
+
     _add_bench_args(sub.add_parser("bench", help="measure every row of the target table"))
     return parser
 
@@ -462,6 +466,13 @@ def cmd_outbox(args: argparse.Namespace) -> int:
     return _run_async(lambda: run_outbox_command(args, settings))
 
 
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from gochatd.migrate.cli import run_migrate_command
+
+    configure_logging("warning", "json")
+    return run_migrate_command(args)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from gochatd.bench import run_bench
 
@@ -479,6 +490,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "gateway": cmd_gateway,
     "periodic": cmd_periodic,
     "outbox": cmd_outbox,
+    "migrate": cmd_migrate,
 }
 
 

@@ -1,0 +1,255 @@
+"""``gochatd migrate plan|copy|validate|status``: move tenants between backends.
+
+Exit codes: 0 done (validate: equal), 2 bad input (one line on stderr), 3 validate found
+differences (the report names the first differing keys), 1 a database failed mid-way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from typing import Any
+
+import psycopg
+
+from gochatd.errors import GochatdError
+from gochatd.migrate.backends import Database, MigrateError, parse_endpoint
+from gochatd.migrate.copy import DEFAULT_BATCH, copy_scope
+from gochatd.migrate.report import Report, write_report
+from gochatd.migrate.schema import check_destination, check_source, latest_version, upgrade
+from gochatd.migrate.state import DatabaseStateStore, MemoryStateStore, StateStore
+from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES, Table
+from gochatd.migrate.validate import validate_scope
+
+EXIT_DIFFERENT = 3
+GLOBAL_NOTE = ("queue pauses and periodic slots are fleet-wide, not per tenant: "
+               "they move with --all only")
+
+
+class MigrationFailed(GochatdError):
+    """A database error in the middle of a phase (exit 1); re-running resumes."""
+
+
+def _batch_size(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= 100_000:
+        raise ValueError
+    return value
+
+
+_batch_size.__name__ = "a batch size (1-100000)"
+
+
+def add_migrate_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
+    mig = sub.add_parser("migrate", help="copy and validate tenants between backends")
+    mig_sub = mig.add_subparsers(dest="migrate_command", required=True,
+                                 parser_class=parser_class)
+    helps = {
+        "plan": "counts per tenant and table that would move",
+        "copy": "copy tenants' rows (upserts; resumes after a crash)",
+        "validate": "compare counts and SHA-256 per tenant and table",
+        "status": "the recorded state of every phase",
+    }
+    for name, text in helps.items():
+        p = mig_sub.add_parser(name, help=text)
+        p.add_argument("--from", dest="source", metavar="URL", required=True,
+                       help="source database: postgresql://… or sqlite:///path")
+        p.add_argument("--to", dest="destination", metavar="URL", required=name != "status",
+                       help="destination database")
+        if name == "status":
+            continue
+        scope = p.add_mutually_exclusive_group(required=name != "plan")
+        scope.add_argument("--tenants", metavar="A,B", help="these tenants only")
+        scope.add_argument("--all", action="store_true",
+                           help="every tenant, plus queue pauses and periodic slots")
+        p.add_argument("--dry-run", action="store_true", help="read only; report what would move")
+        p.add_argument("--report", metavar="FILE", help="write the JSON report here")
+        if name != "plan":
+            p.add_argument("--batch-size", type=_batch_size, default=DEFAULT_BATCH,
+                           help=f"rows per batch (default {DEFAULT_BATCH})")
+        if name == "copy":
+            p.add_argument("--migrate-destination", action="store_true",
+                           help="apply gochatd's schema migrations to the destination first")
+
+
+def run_migrate_command(args: argparse.Namespace) -> int:
+    source = Database(parse_endpoint("source", args.source))
+    destination = (Database(parse_endpoint("destination", args.destination))
+                   if args.destination else None)
+    if destination is not None and destination.endpoint.identity == source.endpoint.identity:
+        raise MigrateError("--from and --to are the same database")
+    try:
+        return _COMMANDS[args.migrate_command](args, source, destination)
+    except (psycopg.Error, sqlite3.Error) as exc:
+        text = str(exc).strip().splitlines()
+        raise MigrationFailed(f"migrate {args.migrate_command}: database error: "
+                              f"{text[0][:200] if text else type(exc).__name__}; "
+                              "re-running resumes") from None
+    finally:
+        source.close()
+        if destination is not None:
+            destination.close()
+
+
+def _note(report: Report, text: str) -> None:
+    report.notes.append(text)
+    sys.stderr.write(f"gochatd: {text}\n")
+
+
+def _scopes(args: argparse.Namespace, source: Database,
+            report: Report) -> list[tuple[str, tuple[Table, ...]]]:
+    """[(scope, tables)] in (tenant_id, table, key) order; the fleet-wide scope is ''."""
+    known = source.tenants()
+    if args.tenants is None:  # --all (plan defaults to it)
+        return [(GLOBAL_SCOPE, GLOBAL_TABLES), *((t, TENANT_TABLES) for t in known)]
+    wanted = [t.strip() for t in args.tenants.split(",")]
+    if any(not t for t in wanted):
+        raise MigrateError("--tenants: empty tenant name in the list")
+    for tenant in wanted:
+        if tenant not in known:
+            raise MigrateError(f"--tenants: unknown tenant {tenant!r}: the source has no "
+                               "jobs or outbox messages for it")
+    report.notes.append(GLOBAL_NOTE)  # said once the command succeeded (see _finish)
+    return [(t, TENANT_TABLES) for t in sorted(set(wanted))]
+
+
+def _source_state(source: Database, report: Report, dry_run: bool) -> StateStore:
+    version = check_source(source)
+    if dry_run:
+        return MemoryStateStore()
+    if version < latest_version(source.dialect):
+        applied = upgrade(source)
+        _note(report, "applied to the source (it keeps the migration state): "
+              + ", ".join(applied))
+    return DatabaseStateStore(source)
+
+
+def _destination_ready(destination: Database, report: Report, *, migrate: bool,
+                       dry_run: bool) -> bool:
+    note = check_destination(destination, migrate=migrate, dry_run=dry_run)
+    if note:
+        _note(report, note)
+    return note is None or not dry_run
+
+
+def _label(scope: str) -> str:
+    return scope if scope != GLOBAL_SCOPE else "(fleet-wide)"
+
+
+def _finish(args: argparse.Namespace, report: Report) -> None:
+    if GLOBAL_NOTE in report.notes:
+        sys.stderr.write(f"gochatd: {GLOBAL_NOTE}\n")
+    if getattr(args, "report", None):
+        write_report(args.report, report)
+
+
+def cmd_plan(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+    assert destination is not None
+    report = Report("plan", source.endpoint, destination.endpoint, dry_run=True)
+    check_source(source)
+    scopes = _scopes(args, source, report)
+    ready = _destination_ready(destination, report, migrate=False, dry_run=True)
+    print(f"{'TENANT':20} {'TABLE':24} {'SOURCE':>10} {'DESTINATION':>12}")
+    for scope, tables in scopes:
+        counts: dict[str, Any] = {}
+        for table in tables:
+            here = source.count(table, scope or None)
+            there = destination.count(table, scope or None) if ready else None
+            counts[table.name] = {"source": here, "destination": there}
+            print(f"{_label(scope)[:20]:20} {table.name:24} {here:>10} "
+                  f"{'-' if there is None else there:>12}")
+        report.scopes.append({"scope": scope, "tables": counts})
+    _finish(args, report)
+    return 0
+
+
+def cmd_copy(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+    assert destination is not None
+    report = Report("copy", source.endpoint, destination.endpoint, dry_run=args.dry_run)
+    check_source(source)
+    scopes = _scopes(args, source, report)  # unknown tenants fail before anything is written
+    _destination_ready(destination, report, migrate=args.migrate_destination,
+                       dry_run=args.dry_run)
+    state = _source_state(source, report, args.dry_run)
+    for scope, tables in scopes:
+        result = copy_scope(source, destination, scope=scope, tables=tables, state=state,
+                            destination_label=destination.endpoint.masked,
+                            batch_size=args.batch_size, dry_run=args.dry_run)
+        report.scopes.append(result)
+        for name, entry in result["tables"].items():
+            if args.dry_run:
+                print(f"{_label(scope)[:20]:20} {name:24} would copy {entry['would_copy']} rows")
+            else:
+                print(f"{_label(scope)[:20]:20} {name:24} {entry['rows']:>10} rows "
+                      f"({entry['copied_this_run']} this run, {entry['rows_per_s']} rows/s)")
+    _finish(args, report)
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace, source: Database,
+                 destination: Database | None) -> int:
+    assert destination is not None
+    report = Report("validate", source.endpoint, destination.endpoint, dry_run=args.dry_run)
+    check_source(source)
+    scopes = _scopes(args, source, report)
+    if not destination.exists() or destination.schema_version() < latest_version(
+            destination.dialect):
+        raise MigrateError(f"the destination {destination.endpoint.masked} has no up-to-date "
+                           "gochatd schema: nothing was copied to it yet")
+    state = _source_state(source, report, args.dry_run)
+    different: list[str] = []
+    for scope, tables in scopes:
+        result = validate_scope(source, destination, scope=scope, tables=tables, state=state,
+                                destination_label=destination.endpoint.masked,
+                                batch_size=args.batch_size)
+        report.scopes.append(result)
+        for name, entry in result["tables"].items():
+            verdict = "equal" if entry["equal"] else "DIFFERENT"
+            print(f"{_label(scope)[:20]:20} {name:24} {entry['source']['count']:>10} "
+                  f"{entry['destination']['count']:>10} {verdict} "
+                  f"{entry['source']['sha256'][:16]}")
+            if not entry["equal"]:
+                keys = entry.get("first_differing_keys", {})
+                different.append(f"{_label(scope)} {name} {keys}")
+    _finish(args, report)
+    if different:
+        sys.stderr.write(f"gochatd: validate: {len(different)} table(s) differ, first: "
+                         f"{different[0]}\n")
+        return EXIT_DIFFERENT
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, source: Database,
+               destination: Database | None) -> int:
+    version = check_source(source)
+    if version < latest_version(source.dialect):
+        print("no migration recorded (the source has no migration state table yet)")
+        return 0
+    wanted = destination.endpoint.masked if destination is not None else None
+    rows = [s for s in DatabaseStateStore(source).list()
+            if wanted is None or s.destination == wanted]
+    if not rows:
+        print("no migration recorded")
+        return 0
+    print(f"{'DESTINATION':50} {'TENANT':20} {'PHASE':9} {'STATUS':8} {'UPDATED':20} DETAIL")
+    for s in rows:
+        updated = s.updated_at.strftime("%Y-%m-%d %H:%M:%S") if s.updated_at else "-"
+        print(f"{s.destination[:50]:50} {_label(s.tenant)[:20]:20} {s.phase:9} {s.status:8} "
+              f"{updated:20} {_detail(s.report)}")
+    return 0
+
+
+def _detail(report: dict[str, Any]) -> str:
+    tables = report.get("tables", {})
+    parts = []
+    for name, entry in tables.items():
+        if "rows" in entry:
+            parts.append(f"{name}={entry['rows']}")
+        elif "equal" in entry:
+            parts.append(f"{name}={'equal' if entry['equal'] else 'DIFFERENT'}")
+    return " ".join(parts)
+
+
+_COMMANDS = {"plan": cmd_plan, "copy": cmd_copy, "validate": cmd_validate, "status": cmd_status}
+

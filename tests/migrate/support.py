@@ -1,0 +1,122 @@
+"""Seeding and reading databases for migrate tests: neutral rows in, neutral rows out."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from gochatd.migrate.backends import Database, parse_endpoint
+from gochatd.migrate.canonical import Row
+from gochatd.migrate.schema import upgrade
+from gochatd.migrate.tables import (
+    BACKGROUND_JOBS,
+    PERIODIC_SLOTS,
+    QUEUE_PAUSES,
+    REPLY_OUTBOX,
+    Table,
+)
+
+T0 = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
+STATUSES = ("queued", "running", "retrying", "completed", "dead", "cancelled")
+#: Payload values whose representations differ between jsonb and SQLite JSON text.
+TRICKY_PAYLOAD: dict[str, Any] = {
+    "text": "héllo 🌍 中文 \"quoted\" \\ back",
+    "nested": {"a": [1, 2, {"b": None, "c": [True, False]}], "z": {}},
+    "big": 2**70, "neg": -12345678901234567, "huge_float": 1.5e300, "tenth": 0.1,
+    "integral_float": 3.0, "list": [[], [[]], ""],
+}
+
+
+def open_db(url: str, role: str = "source") -> Database:
+    return Database(parse_endpoint(role, url))
+
+
+def migrated(url: str) -> str:
+    db = open_db(url)
+    upgrade(db)
+    db.close()
+    return url
+
+
+def job_rows(tenant: str, first_id: int, count: int) -> list[Row]:
+    rows = []
+    for i in range(count):
+        job_id = first_id + i
+        status = STATUSES[i % len(STATUSES)]
+        at = T0 + timedelta(seconds=i, microseconds=i * 7)
+        rows.append({
+            "id": job_id, "tenant_id": tenant, "job_type": f"type.{i % 3}",
+            "queue": "default" if i % 2 else "mail", "status": status,
+            "payload": {**TRICKY_PAYLOAD, "i": i} if i % 5 == 0 else {"i": i},
+            "priority": i % 4 - 1, "attempts": i % 3, "max_attempts": 25,
+            "scheduled_at": at, "idempotency_key": f"key-{tenant}-{i}" if i % 2 else None,
+            "locked_by": "w1" if status == "running" else None,
+            "locked_at": at if status == "running" else None,
+            "last_error": "Boom: failed" if status in ("dead", "retrying") else None,
+            "error_class": "Boom" if status in ("dead", "retrying") else None,
+            "failed_at": at if status == "dead" else None,
+            "completed_at": at if status == "completed" else None,
+            "created_at": at, "updated_at": at + timedelta(microseconds=1),
+            "fence": i % 7, "lease_expires_at": at if status == "running" else None,
+            "dispatched_at": at if i % 3 == 0 else None,
+            "traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01" if i % 4 == 0 else None,
+            "cancel_requested": status == "running" and i % 2 == 0,
+        })
+    return rows
+
+
+def outbox_rows(tenant: str, first_id: int, count: int, job_id: int) -> list[Row]:
+    return [{
+        "id": first_id + i, "tenant_id": tenant, "job_id": job_id, "channel": "webhook",
+        "recipient": f"user-{i}", "body": {"text": f"réponse {i} 🎉", "n": [i, 2.5]},
+        "dedupe_key": f"{tenant}-reply-{i}", "status": ("pending", "sending", "sent", "dead")[i % 4],
+        "attempts": i % 2, "next_attempt_at": T0 + timedelta(microseconds=999_999 - i),
+        "lease_owner": "w2" if i % 4 == 1 else None,
+        "lease_expires_at": T0 if i % 4 == 1 else None,
+        "provider_message_id": f"pm-{i}" if i % 4 == 2 else None,
+        "error_class": "HTTP500" if i % 4 == 3 else None,
+        "created_at": T0, "updated_at": T0, "sent_at": T0 if i % 4 == 2 else None,
+    } for i in range(count)]
+
+
+def global_rows() -> dict[Table, list[Row]]:
+    return {
+        QUEUE_PAUSES: [
+            {"queue": "mail", "paused_at": T0, "paused_by": "ops"},
+            {"queue": "Zeta-1", "paused_at": T0 + timedelta(microseconds=5), "paused_by": ""},
+        ],
+        PERIODIC_SLOTS: [
+            {"name": "nightly.report", "last_slot": T0, "updated_at": T0},
+            {"name": "Ünicode.job", "last_slot": T0 + timedelta(hours=1), "updated_at": T0},
+        ],
+    }
+
+
+def seed(url: str, *, tenants: dict[str, int], outbox: int = 4,
+         fleet: bool = True) -> None:
+    """``tenants``: name -> job count. Ids are disjoint across tenants."""
+    db = open_db(url)
+    try:
+        next_id = 1
+        for tenant, count in tenants.items():
+            db.write_batch(BACKGROUND_JOBS, job_rows(tenant, next_id, count))
+            db.write_batch(REPLY_OUTBOX, outbox_rows(tenant, next_id, outbox, next_id))
+            next_id += count + 10
+        if fleet:
+            for table, rows in global_rows().items():
+                db.write_batch(table, rows)
+    finally:
+        db.close()
+
+
+def read_all(url: str, table: Table, tenant: str | None) -> list[Row]:
+    db = open_db(url)
+    try:
+        return db.read_batch(table, tenant, table.first_key, 10**9)
+    finally:
+        db.close()
+
+
+def file_url(path: Path) -> str:
+    return f"sqlite:///{path}"
