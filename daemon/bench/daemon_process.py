@@ -9,12 +9,14 @@ the producers' CPU and memory are not counted:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -101,11 +103,14 @@ async def wait_for_completed(probe: Probe, serve: ServeProcess, target: int,
     return time.perf_counter()
 
 
-async def run_daemon(opts: BenchOptions, backend: str, report: Report) -> None:
-    n = opts.sizes.jobs
+@contextlib.asynccontextmanager
+async def _served(
+    opts: BenchOptions, backend: str
+) -> AsyncIterator[tuple[Client, Probe, ServeProcess]]:
+    """A scratch database with a migrated schema, a client, a row probe and a running
+    ``gochatd serve`` child; all of it removed afterwards."""
     redis_url = opts.redis_url if backend == "postgres+redis" else ""
     prefix = stream_prefix()
-    figures: dict[str, Any] = {"backend": backend, "jobs": n}
     try:
         async with scratch_database(backend, opts.pg_server) as url, \
                 Client(url, redis_url or None, stream_prefix=prefix) as client:
@@ -114,49 +119,41 @@ async def run_daemon(opts: BenchOptions, backend: str, report: Report) -> None:
             probe = Probe(url)
             serve = ServeProcess(url, redis_url, prefix, opts.concurrency)
             try:
-                await bulk_enqueue(client, WARMUP_JOBS, batch=100)
-                await wait_for_completed(probe, serve, WARMUP_JOBS, timeout_s=120)
-                cpu0, t0 = serve.cpu_s(), time.perf_counter()
-                made = await concurrent(noop_enqueue(client), n, opts.producers)
-                t_end = await wait_for_completed(probe, serve, WARMUP_JOBS + made, 600)
-                figures["e2e_jobs_per_s"] = made / (t_end - t0)
-                figures["cpu_us_per_job"] = (serve.cpu_s() - cpu0) / made * 1e6
-                figures["rss_mb"] = serve.rss_mb()
-
-                cpu0, t0 = serve.cpu_s(), time.perf_counter()
-                await bulk_enqueue(client, n)
-                t_end = await wait_for_completed(probe, serve, WARMUP_JOBS + made + n, 600)
-                figures["bulk_fed_jobs_per_s"] = n / (t_end - t0)
-                figures["bulk_fed_cpu_us_per_job"] = (serve.cpu_s() - cpu0) / n * 1e6
+                yield client, probe, serve
             finally:
                 await serve.stop()
                 await probe.close()
     finally:
         if redis_url:
             await drop_streams(redis_url, prefix)
+
+
+async def run_daemon(opts: BenchOptions, backend: str, report: Report) -> None:
+    n = opts.sizes.jobs
+    figures: dict[str, Any] = {"backend": backend, "jobs": n}
+    async with _served(opts, backend) as (client, probe, serve):
+        await bulk_enqueue(client, WARMUP_JOBS, batch=100)
+        await wait_for_completed(probe, serve, WARMUP_JOBS, timeout_s=120)
+        cpu0, t0 = serve.cpu_s(), time.perf_counter()
+        made = await concurrent(noop_enqueue(client), n, opts.producers)
+        t_end = await wait_for_completed(probe, serve, WARMUP_JOBS + made, 600)
+        figures["e2e_jobs_per_s"] = made / (t_end - t0)
+        figures["cpu_us_per_job"] = (serve.cpu_s() - cpu0) / made * 1e6
+        figures["rss_mb"] = serve.rss_mb()
+
+        cpu0, t0 = serve.cpu_s(), time.perf_counter()
+        await bulk_enqueue(client, n)
+        t_end = await wait_for_completed(probe, serve, WARMUP_JOBS + made + n, 600)
+        figures["bulk_fed_jobs_per_s"] = n / (t_end - t0)
+        figures["bulk_fed_cpu_us_per_job"] = (serve.cpu_s() - cpu0) / n * 1e6
     report.put("daemon", figures)
 
 
 async def run_soak(opts: BenchOptions, backend: str, report: Report) -> None:
     total = opts.sizes.soak_jobs
-    redis_url = opts.redis_url if backend == "postgres+redis" else ""
-    prefix = stream_prefix()
     figures: dict[str, Any] = {"backend": backend, "jobs": total}
-    try:
-        async with scratch_database(backend, opts.pg_server) as url, \
-                Client(url, redis_url or None, stream_prefix=prefix) as client:
-            assert client.store is not None
-            await client.store.migrate()
-            probe = Probe(url)
-            serve = ServeProcess(url, redis_url, prefix, opts.concurrency)
-            try:
-                figures.update(await _soak(client, probe, serve, total))
-            finally:
-                await serve.stop()
-                await probe.close()
-    finally:
-        if redis_url:
-            await drop_streams(redis_url, prefix)
+    async with _served(opts, backend) as (client, probe, serve):
+        figures.update(await _soak(client, probe, serve, total))
     report.put("soak", figures)
 
 
