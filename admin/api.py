@@ -82,10 +82,10 @@ def _text_arg(name: str, raw: Any, limit: int = 200) -> str | None:
     return raw
 
 
-def _storable(flt: JobFilter) -> bool:
+def _storable(*values: str | None) -> bool:
     """False when a text filter holds what no stored row can (a NUL, a lone surrogate): the
     answer is then empty, and the database never sees the value."""
-    for value in (flt.tenant_id, flt.job_type):
+    for value in values:
         if value is None:
             continue
         if "\x00" in value:
@@ -236,7 +236,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
             after_id=_cursor_arg(args.get("cursor")),
         )
-        jobs = await worker.store.list_jobs(flt) if _storable(flt) else []
+        jobs = await worker.store.list_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
         cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
         return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
 
@@ -271,7 +271,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
             job_type=_text_arg("job_type", body.get("job_type")),
             limit=_body_int("limit", body.get("limit"), 1000, 1, 10_000),
         )
-        ids = await worker.store.retry_dead_jobs(flt) if _storable(flt) else []
+        ids = await worker.store.retry_dead_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
         worker.intake_wakeup.set()
         worker.schedule_wakeup.set()
         return jsonify({"retried": len(ids), "ids": ids[:1000]})

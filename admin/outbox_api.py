@@ -7,7 +7,15 @@ from typing import TYPE_CHECKING
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
-from gochatd.admin.api import MAX_PAGE, _body, _cursor_arg, _int_arg, _job_id, _text_arg
+from gochatd.admin.api import (
+    MAX_PAGE,
+    _body,
+    _cursor_arg,
+    _int_arg,
+    _job_id,
+    _storable,
+    _text_arg,
+)
 from gochatd.admin.app import ApiError
 from gochatd.outbox.model import OutboxFilter, OutboxStatus
 
@@ -23,20 +31,6 @@ def _status_arg(raw: str | None) -> OutboxStatus | None:
     except ValueError:
         allowed = ", ".join(s.value for s in OutboxStatus)
         raise ApiError(400, "bad_request", f"status must be one of: {allowed}") from None
-
-
-def _storable(*values: str | None) -> bool:
-    """False when a filter holds what no stored row can (NUL, a lone surrogate)."""
-    for value in values:
-        if value is None:
-            continue
-        if "\x00" in value:
-            return False
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-    return True
 
 
 def register(app: QuartTrio, worker: Worker) -> None:

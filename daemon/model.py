@@ -72,6 +72,19 @@ OUTCOME_STATUS: dict[Outcome, JobStatus] = {
 }
 
 
+def record_to_dict(record: Any) -> dict[str, Any]:
+    """A row dataclass as JSON-ready fields: times as ISO 8601, enums as their values."""
+    out: dict[str, Any] = {}
+    for name in record.__dataclass_fields__:
+        value = getattr(record, name)
+        if isinstance(value, datetime):
+            value = value.isoformat()
+        elif isinstance(value, enum.Enum):
+            value = value.value
+        out[name] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     """A row of ``background_jobs`` as the stores return it."""
@@ -102,15 +115,7 @@ class Job:
     cancel_requested: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            elif isinstance(value, enum.Enum):
-                value = value.value
-            out[name] = value
-        return out
+        return record_to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from gochatd.model import record_to_dict
+
 
 class OutboxStatus(enum.StrEnum):
     PENDING = "pending"
@@ -59,15 +61,7 @@ class OutboxMessage:
     sent_at: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
-            if isinstance(value, datetime):
-                value = value.isoformat()
-            elif isinstance(value, enum.Enum):
-                value = value.value
-            out[name] = value
-        return out
+        return record_to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
