@@ -15,7 +15,10 @@ async def test_streams_and_polling_workers_share_the_work_exactly_once(
     aio_loop: None, backend_url: str, redis_url: str
 ) -> None:
     tracker = Tracker()
-    registry = make_registry(HandlerSpec("test:count", tracker.counting(seconds=0.005)))
+    # Each handler outlasts the producer's enqueue interval, so neither worker can keep up
+    # alone: the polling worker (woken by NOTIFY at commit, before the XADD) would otherwise
+    # win every race while it has a free slot, and the test would not show both claim paths.
+    registry = make_registry(HandlerSpec("test:count", tracker.counting(seconds=0.03)))
     with_streams = make_settings(backend_url, redis_url, worker_concurrency=4)
     polling = make_settings(backend_url, "", worker_concurrency=4)
     async with started_worker(with_streams, registry=registry) as a, started_worker(
