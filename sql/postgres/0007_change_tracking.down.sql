@@ -1,0 +1,16 @@
+DROP TRIGGER IF EXISTS background_jobs_track_change ON background_jobs;
+DROP TRIGGER IF EXISTS reply_outbox_track_change ON reply_outbox;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_track_change ON gochatd_queue_pauses;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_track_change ON gochatd_periodic_slots;
+DROP FUNCTION IF EXISTS gochatd_track_change();
+DROP TABLE IF EXISTS gochatd_route_acks;
+DROP TABLE IF EXISTS gochatd_routes;
+DROP SEQUENCE IF EXISTS gochatd_route_version;
+DROP TABLE IF EXISTS gochatd_change_tombstones;
+DROP INDEX IF EXISTS background_jobs_changes_idx;
+DROP INDEX IF EXISTS reply_outbox_changes_idx;
+ALTER TABLE background_jobs DROP COLUMN IF EXISTS change_seq;
+ALTER TABLE reply_outbox DROP COLUMN IF EXISTS change_seq;
+ALTER TABLE gochatd_queue_pauses DROP COLUMN IF EXISTS change_seq;
+ALTER TABLE gochatd_periodic_slots DROP COLUMN IF EXISTS change_seq;
+DROP SEQUENCE IF EXISTS gochatd_change_seq;
