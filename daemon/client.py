@@ -34,7 +34,7 @@ from gochatd.logs import get_logger
 from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
 from gochatd.new_job import NewJob, as_new_job
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
-from gochatd.store import JobStore, open_store
+from gochatd.store import JobStore, open_routed_store
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
@@ -210,7 +210,7 @@ class Client:
             await self._owned.enter_async_context(open_loop())
         if self.store is None:
             assert self._database_url is not None
-            store = open_store(self._database_url)
+            store = open_routed_store(self._database_url)
             await store.open()
             self._owned.push_async_callback(store.close)
             self.store = store

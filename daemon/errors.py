@@ -74,6 +74,15 @@ class StoreUnavailable(GochatdError):
     pass
 
 
+class TenantMoved(StoreUnavailable):
+    """The database refused a write because the tenant's rows moved (or are moving) to
+    another database (``gochatd migrate``). The routed store reloads its routes and retries;
+    elsewhere it is a retryable unavailability."""
+
+    def __init__(self) -> None:
+        super().__init__("the tenant is being moved to another database; retry shortly")
+
+
 class DispatchUnavailable(GochatdError):
     pass
 

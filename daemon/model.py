@@ -164,6 +164,8 @@ class Finish:
     last_error: str | None = None
     #: Replies the handler produced; written only with a completion that applies.
     replies: tuple[Reply, ...] = ()
+    #: The job's tenant: which database the routed store sends it to ("" = ask every one).
+    tenant_id: str = ""
 
     @property
     def status(self) -> JobStatus:
@@ -201,6 +203,8 @@ class EnqueueResult:
 class Lease:
     job_id: int
     fence: int
+    #: As Finish.tenant_id.
+    tenant_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

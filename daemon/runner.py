@@ -70,7 +70,7 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
             job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
             outcome=outcome, delay_s=delay_s, error_class=error_class,
             last_error=redact_error(message, job.payload) if message is not None else None,
-            replies=replies,
+            replies=replies, tenant_id=job.tenant_id,
         )
 
     if isinstance(job.payload, InvalidPayload):

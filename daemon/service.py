@@ -41,7 +41,17 @@ from gochatd.gateway.gateway import Gateway, gateway_loop
 from gochatd.gateway.settings import max_running_limits
 from gochatd.http_handlers import HttpHandlers
 from gochatd.logs import configure_logging, get_logger
-from gochatd.loops import heartbeat, intake, notify, outbox, pauses, reap, schedule, watchdog
+from gochatd.loops import (
+    heartbeat,
+    intake,
+    notify,
+    outbox,
+    pauses,
+    reap,
+    routes,
+    schedule,
+    watchdog,
+)
 from gochatd.loops.finish import Finisher, FinishRequest
 from gochatd.loops.periodic import checked_specs, periodic_loop
 from gochatd.loops.retention import retention_loop
@@ -55,7 +65,8 @@ from gochatd.registry import REGISTRY, Registry
 from gochatd.retry import Backoff
 from gochatd.runner import ActiveJob, RunPolicy, StopReason, execute
 from gochatd.sdnotify import Notifier
-from gochatd.store import JobStore, open_store
+from gochatd.store import open_routed_store
+from gochatd.store.router import RoutedStore
 from gochatd.wakeup import Wakeup
 
 #: After the grace period, interrupted handlers get this long to unwind before the
@@ -89,7 +100,8 @@ class Worker:
         self.worker_id = settings.effective_worker_id()
         self.migrate_on_start = migrate or settings.database_url.startswith("sqlite:")
         self._reload_args = reload_args
-        self.store: JobStore = open_store(settings.database_url, pool_size=settings.worker_db_pool_size)
+        self.store: RoutedStore = open_routed_store(
+            settings.database_url, pool_size=settings.worker_db_pool_size)
         self.streams: RedisStreams | None = None
         self.client = Client(
             store=self.store, max_payload_bytes=settings.worker_max_payload_bytes,
@@ -310,6 +322,9 @@ class Worker:
 
     async def _close_store(self) -> None:
         with trio.CancelScope(shield=True), trio.move_on_after(10):
+            with contextlib.suppress(StoreUnavailable):
+                # A stopped daemon no longer holds back the migrator's barrier.
+                await routes.forget_ack(self)
             await self.store.close()
 
     async def _close_streams(self) -> None:
@@ -339,6 +354,7 @@ class Worker:
                 root.start_soon(schedule.schedule_loop, self)
                 root.start_soon(notify.notify_loop, self)
                 root.start_soon(pauses.pauses_loop, self)
+                root.start_soon(routes.routes_loop, self)
                 root.start_soon(watchdog.watchdog_loop, self)
                 root.start_soon(periodic_loop, self, self.periodic_specs)
                 if self.gateway is not None:

@@ -30,7 +30,7 @@ async def heartbeat_once(worker: Worker) -> None:
     snapshot = dict(worker.active)
     if not snapshot:
         return
-    leases = [Lease(jid, a.claimed.fence) for jid, a in snapshot.items()]
+    leases = [Lease(jid, a.claimed.fence, a.claimed.job.tenant_id) for jid, a in snapshot.items()]
     states = await worker.store.extend_leases(leases, worker.worker_id, worker.lease_s)
     held = {s.job_id: s for s in states}
     for job_id, active in snapshot.items():

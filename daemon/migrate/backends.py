@@ -12,7 +12,8 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -27,6 +28,7 @@ from gochatd.errors import UserError
 from gochatd.migrate.canonical import Row, decode_row, utc_to_epoch
 from gochatd.migrate.tables import Table
 from gochatd.redact import mask_url
+from gochatd.store.queries import SQLITE_NOW
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _SQLITE_BUSY_MS = 5000
@@ -41,7 +43,7 @@ class MigrateError(UserError):
 def _queries(dialect: str) -> dict[str, str]:
     text = resources.files("gochatd.sql").joinpath(dialect, "migrate.sql").read_text("utf-8")
     parts = _NAME.split(text)
-    return {name: body.strip().rstrip(";").strip()
+    return {name: body.strip().rstrip(";").strip().replace("{now}", SQLITE_NOW)
             for name, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
@@ -230,6 +232,83 @@ class Database:
                 "it holds different rows for this tenant already"
             ) from None
 
+    # -- changes (migration 0007: catch-up, live validate) --------------------------------
+
+    def change_counter(self) -> int:
+        """The last change number drawn. PostgreSQL: by any writer, committed or not (a
+        sequence ignores snapshots); SQLite: the committed one (or this read snapshot's)."""
+        return int(self.fetch(query(self.dialect, "change_counter"))[0][0])
+
+    def idle(self) -> bool:
+        """No transaction is open on this connection (it is in autocommit between them)."""
+        if self._pg is not None:
+            return self._pg.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        return self._lite is None or not self._lite.in_transaction
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every read on this connection inside the block sees one state of the database.
+
+        PostgreSQL: a REPEATABLE READ READ ONLY transaction (it takes no xid, so it never
+        holds back anyone's safe horizon). SQLite: one read transaction (WAL keeps writers
+        going). Nothing may be written on this connection meanwhile (state included)."""
+        self.execute(query(self.dialect, "begin_snapshot"))
+        try:
+            yield
+        except BaseException:
+            with suppress(psycopg.Error, sqlite3.Error):
+                self.execute(query(self.dialect, "abort_snapshot"))
+            raise
+        self.execute(query(self.dialect, "end_snapshot"))
+
+    def read_changes(self, table: Table, tenant: str | None, after: int, upto: int,
+                     limit: int) -> list[tuple[int, Row]]:
+        """Up to ``limit`` (change_seq, row) with after < change_seq <= upto, in that order."""
+        name = "tenant_changes" if table.tenant_scoped else "global_changes"
+        raw = self.fetch(query(self.dialect, name, table),
+                         _change_params(table, tenant, after, upto, limit))
+        return [(int(r[-1]), decode_row(table, r[:-1])) for r in raw]
+
+    def changed_keys(self, table: Table, tenant: str | None, after: int, upto: int,
+                     limit: int) -> list[tuple[int, Any]]:
+        """Like read_changes, keys only."""
+        name = "tenant_changed_keys" if table.tenant_scoped else "global_changed_keys"
+        raw = self.fetch(query(self.dialect, name, table),
+                         _change_params(table, tenant, after, upto, limit))
+        return [(int(seq), key) for seq, key in raw]
+
+    def tombstones(self, table: Table, tenant: str | None, after: int, upto: int,
+                   limit: int) -> list[tuple[int, Any]]:
+        """Up to ``limit`` (change_seq, key) of rows deleted with after < change_seq <= upto."""
+        name = "tenant_tombstones" if table.tenant_scoped else "global_tombstones"
+        raw = self.fetch(query(self.dialect, name, table),
+                         _change_params(table, tenant, after, upto, limit))
+        return [(int(seq), key_from_text(table, key)) for seq, key in raw]
+
+    def delete_keys(self, table: Table, tenant: str | None, keys: Sequence[Any]) -> None:
+        """Delete these keys (of this tenant only, for a tenant table) in one statement."""
+        if not keys:
+            return
+        name = "delete_tenant_keys" if table.tenant_scoped else "delete_global_keys"
+        self.execute(query(self.dialect, name, table), self._keys_params(table, tenant, keys))
+
+    def read_keys(self, table: Table, tenant: str | None, keys: Sequence[Any]) -> list[Row]:
+        """The rows of these keys that exist (of this tenant only, for a tenant table)."""
+        if not keys:
+            return []
+        name = "tenant_rows_by_keys" if table.tenant_scoped else "global_rows_by_keys"
+        raw = self.fetch(query(self.dialect, name, table),
+                         self._keys_params(table, tenant, keys))
+        return [decode_row(table, r) for r in raw]
+
+    def _keys_params(self, table: Table, tenant: str | None,
+                     keys: Sequence[Any]) -> dict[str, Any]:
+        values = list(keys) if self.dialect == "postgres" else json.dumps(list(keys))
+        params: dict[str, Any] = {"keys": values}
+        if table.tenant_scoped:
+            params["tenant"] = tenant
+        return params
+
     def advance_sequence(self, table: Table) -> None:
         """Move the id sequence past every id in the table, so new inserts cannot collide."""
         if not table.serial_key:
@@ -256,6 +335,19 @@ class Database:
             else:
                 out.append(value)
         return tuple(out)
+
+
+def key_from_text(table: Table, text: str) -> Any:
+    """A key as a tombstone stores it (text) -> as the table holds it."""
+    return int(text) if table.serial_key else text
+
+
+def _change_params(table: Table, tenant: str | None, after: int, upto: int,
+                   limit: int) -> dict[str, Any]:
+    params: dict[str, Any] = {"after": after, "upto": upto, "limit": limit}
+    if table.tenant_scoped:
+        params["tenant"] = tenant
+    return params
 
 
 @cache

@@ -1,4 +1,6 @@
-"""``gochatd migrate plan|copy|validate|status``: move tenants between backends.
+"""``gochatd migrate plan|start|copy|catch-up|validate|cutover|rollback|run|status``: move
+tenants between backends while the fleet runs (docs/migrate.md). The live phases that change
+routes are in live_commands.py.
 
 Exit codes: 0 done (validate: equal), 2 bad input (one line on stderr), 3 validate found
 differences (the report names the first differing keys), 1 a database failed mid-way.
@@ -15,16 +17,27 @@ import psycopg
 
 from gochatd.errors import GochatdError
 from gochatd.migrate.backends import Database, MigrateError, parse_endpoint
+from gochatd.migrate.catch_up import catch_up_scope
+from gochatd.migrate.cli_support import destination_ready as _destination_ready
+from gochatd.migrate.cli_support import finish as _finish
+from gochatd.migrate.cli_support import label as _label
+from gochatd.migrate.cli_support import scopes as _scopes
+from gochatd.migrate.cli_support import source_state as _source_state
 from gochatd.migrate.copy import DEFAULT_BATCH, copy_scope
-from gochatd.migrate.report import Report, write_report
-from gochatd.migrate.schema import check_destination, check_source, latest_version, upgrade
-from gochatd.migrate.state import DatabaseStateStore, MemoryStateStore, StateStore
-from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES, Table
+from gochatd.migrate.live_commands import (
+    add_live_arguments,
+    cmd_cutover,
+    cmd_rollback,
+    cmd_run,
+    cmd_start,
+    print_routes,
+)
+from gochatd.migrate.report import Report
+from gochatd.migrate.schema import check_source, latest_version
+from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.validate import validate_scope
 
 EXIT_DIFFERENT = 3
-GLOBAL_NOTE = ("queue pauses and periodic slots are fleet-wide, not per tenant: "
-               "they move with --all only")
 
 
 class MigrationFailed(GochatdError):
@@ -50,6 +63,11 @@ def add_migrate_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) ->
         "copy": "copy tenants' rows (upserts; resumes after a crash)",
         "validate": "compare counts and SHA-256 per tenant and table",
         "status": "the recorded state of every phase",
+        "catch-up": "apply the source's changes since `start` to the destination",
+        "start": "route tenants to tracking and wait for every daemon (the barrier)",
+        "cutover": "freeze, catch up, check, then serve tenants from the destination",
+        "rollback": "serve cut-over tenants from the source again (if nothing was lost)",
+        "run": "start, copy, catch-up and validate (and cutover with --cutover)",
     }
     for name, text in helps.items():
         p = mig_sub.add_parser(name, help=text)
@@ -68,6 +86,7 @@ def add_migrate_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) ->
         if name != "plan":
             p.add_argument("--batch-size", type=_batch_size, default=DEFAULT_BATCH,
                            help=f"rows per batch (default {DEFAULT_BATCH})")
+        add_live_arguments(name, p)
         if name == "copy":
             p.add_argument("--migrate-destination", action="store_true",
                            help="apply gochatd's schema migrations to the destination first")
@@ -90,58 +109,6 @@ def run_migrate_command(args: argparse.Namespace) -> int:
         source.close()
         if destination is not None:
             destination.close()
-
-
-def _note(report: Report, text: str) -> None:
-    report.notes.append(text)
-    sys.stderr.write(f"gochatd: {text}\n")
-
-
-def _scopes(args: argparse.Namespace, source: Database,
-            report: Report) -> list[tuple[str, tuple[Table, ...]]]:
-    """[(scope, tables)] in (tenant_id, table, key) order; the fleet-wide scope is ''."""
-    known = source.tenants()
-    if args.tenants is None:  # --all (plan defaults to it)
-        return [(GLOBAL_SCOPE, GLOBAL_TABLES), *((t, TENANT_TABLES) for t in known)]
-    wanted = [t.strip() for t in args.tenants.split(",")]
-    if any(not t for t in wanted):
-        raise MigrateError("--tenants: empty tenant name in the list")
-    for tenant in wanted:
-        if tenant not in known:
-            raise MigrateError(f"--tenants: unknown tenant {tenant!r}: the source has no "
-                               "jobs or outbox messages for it")
-    report.notes.append(GLOBAL_NOTE)  # said once the command succeeded (see _finish)
-    return [(t, TENANT_TABLES) for t in sorted(set(wanted))]
-
-
-def _source_state(source: Database, report: Report, dry_run: bool) -> StateStore:
-    version = check_source(source)
-    if dry_run:
-        return MemoryStateStore()
-    if version < latest_version(source.dialect):
-        applied = upgrade(source)
-        _note(report, "applied to the source (it keeps the migration state): "
-              + ", ".join(applied))
-    return DatabaseStateStore(source)
-
-
-def _destination_ready(destination: Database, report: Report, *, migrate: bool,
-                       dry_run: bool) -> bool:
-    note = check_destination(destination, migrate=migrate, dry_run=dry_run)
-    if note:
-        _note(report, note)
-    return note is None or not dry_run
-
-
-def _label(scope: str) -> str:
-    return scope if scope != GLOBAL_SCOPE else "(fleet-wide)"
-
-
-def _finish(args: argparse.Namespace, report: Report) -> None:
-    if GLOBAL_NOTE in report.notes:
-        sys.stderr.write(f"gochatd: {GLOBAL_NOTE}\n")
-    if getattr(args, "report", None):
-        write_report(args.report, report)
 
 
 def cmd_plan(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
@@ -226,6 +193,7 @@ def cmd_status(args: argparse.Namespace, source: Database,
     if version < latest_version(source.dialect):
         print("no migration recorded (the source has no migration state table yet)")
         return 0
+    print_routes(source)
     wanted = destination.endpoint.masked if destination is not None else None
     rows = [s for s in DatabaseStateStore(source).list()
             if wanted is None or s.destination == wanted]
@@ -251,5 +219,46 @@ def _detail(report: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def cmd_catch_up(args: argparse.Namespace, source: Database,
+                 destination: Database | None) -> int:
+    assert destination is not None
+    report = Report("catch-up", source.endpoint, destination.endpoint, dry_run=args.dry_run)
+    version = check_source(source)
+    scopes = _scopes(args, source, report)
+    if version < latest_version(source.dialect):
+        raise MigrateError(f"the source {source.endpoint.masked} has no migration recorded: "
+                           "run `gochatd migrate start` first")
+    if not destination.exists() or destination.schema_version() < latest_version(
+            destination.dialect):
+        raise MigrateError(f"the destination {destination.endpoint.masked} has no up-to-date "
+                           "gochatd schema: run `gochatd migrate copy` first")
+    # --dry-run reads the recorded watermarks too; catch_up_scope then writes nothing.
+    state = DatabaseStateStore(source)
+    for scope, tables in scopes:
+        result = catch_up_scope(source, destination, scope=scope, tables=tables, state=state,
+                                destination_label=destination.endpoint.masked,
+                                batch_size=args.batch_size, dry_run=args.dry_run)
+        report.scopes.append(result)
+        for name, entry in result["tables"].items():
+            if args.dry_run:
+                print(f"{_label(scope)[:20]:20} {name:24} would apply "
+                      f"{entry['would_upsert']} rows, {entry['would_delete']} deletes")
+            else:
+                print(f"{_label(scope)[:20]:20} {name:24} {entry['rows']:>10} rows "
+                      f"{entry['deletes']:>8} deletes")
+        if args.dry_run:
+            print(f"{_label(scope)[:20]:20} lag {result['lag']} (applied {result['applied']}, "
+                  f"horizon {result['horizon']})")
+        else:
+            done = result["this_run"]
+            print(f"{_label(scope)[:20]:20} lag {result['lag']} (applied {result['applied']}; "
+                  f"this run: {done['rounds']} rounds, {done['rows']} rows, "
+                  f"{done['deletes']} deletes, {result['rows_per_s']} rows/s)")
+    _finish(args, report)
+    return 0
+
+
 _COMMANDS = {"plan": cmd_plan, "copy": cmd_copy, "validate": cmd_validate, "status": cmd_status}
+_COMMANDS["catch-up"] = cmd_catch_up
+_COMMANDS.update(start=cmd_start, cutover=cmd_cutover, rollback=cmd_rollback, run=cmd_run)
 

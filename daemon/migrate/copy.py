@@ -9,7 +9,7 @@ transactions, so at worst one batch is copied twice, which upserts make harmless
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gochatd.migrate.backends import Database
@@ -23,7 +23,7 @@ DEFAULT_BATCH = 1000
 def copy_scope(
     source: Database, destination: Database, *, scope: str, tables: Sequence[Table],
     state: StateStore, destination_label: str, batch_size: int = DEFAULT_BATCH,
-    dry_run: bool = False,
+    dry_run: bool = False, on_batch: Callable[[str, int], None] | None = None,
 ) -> dict[str, Any]:
     """Copy one tenant's tables (or, with scope ``GLOBAL_SCOPE``, the fleet-wide tables).
 
@@ -44,8 +44,12 @@ def copy_scope(
     state.put(scope, PHASE, destination_label, RUNNING, report)
     try:
         for table in tables:
-            _copy_table(source, destination, table, tenant, progress, batch_size,
-                        lambda: state.put(scope, PHASE, destination_label, RUNNING, report))
+            def checkpoint(table: Table = table) -> None:
+                state.put(scope, PHASE, destination_label, RUNNING, report)
+                if on_batch is not None:
+                    on_batch(table.name, int(progress[table.name]["rows"]))
+
+            _copy_table(source, destination, table, tenant, progress, batch_size, checkpoint)
     except BaseException:
         state.put(scope, PHASE, destination_label, FAILED, report)
         raise

@@ -12,7 +12,7 @@ from gochatd.argtypes import row_id
 from gochatd.config import Settings
 from gochatd.errors import InvalidTransition, UserError
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
-from gochatd.store import open_store
+from gochatd.store import open_routed_store
 
 
 class OutboxNotFound(UserError):
@@ -62,7 +62,7 @@ def _print_table(rows: list[OutboxMessage]) -> None:
 
 
 async def run_outbox_command(args: argparse.Namespace, settings: Settings) -> int:
-    store = open_store(settings.database_url)
+    store = open_routed_store(settings.database_url)
     await store.open()
     try:
         if settings.database_url.startswith("sqlite:"):

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from gochatd.errors import ConfigError
 from gochatd.store.base import JobStore
+
+if TYPE_CHECKING:
+    from gochatd.store.router import RoutedStore
 
 
 def open_store(database_url: str, *, pool_size: int = 8) -> JobStore:
@@ -19,4 +24,17 @@ def open_store(database_url: str, *, pool_size: int = 8) -> JobStore:
     raise ConfigError("database_url: scheme must be postgresql:// or sqlite:///")
 
 
-__all__ = ["JobStore", "open_store"]
+def open_routed_store(database_url: str, *, pool_size: int = 8) -> RoutedStore:
+    """The store the daemon and its tools use: the home database, plus the destinations of
+    tenants that ``gochatd migrate`` moved (store/router.py). Identical to the plain store
+    while no route exists."""
+    from gochatd.store.router import RoutedStore, ScopedStore
+
+    def sql_store(url: str, size: int) -> ScopedStore:
+        return cast("ScopedStore", open_store(url, pool_size=size))
+
+    return RoutedStore(sql_store(database_url, pool_size),
+                       lambda url: sql_store(url, max(2, pool_size // 2)))
+
+
+__all__ = ["JobStore", "open_routed_store", "open_store"]

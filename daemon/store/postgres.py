@@ -19,6 +19,7 @@ from gochatd.errors import (
     IdempotencyConflict,
     InvalidJob,
     StoreUnavailable,
+    TenantMoved,
 )
 from gochatd.model import (
     ClaimedJob,
@@ -35,6 +36,7 @@ from gochatd.store.outbox import reply_rows
 from gochatd.store.periodic_slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
+from gochatd.store.scope import scoped_queries
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import pg_claim_limited
 
@@ -75,6 +77,8 @@ _ADAPTERS.register_loader("jsonb", TextLoader)
 
 
 def _translate(exc: BaseException) -> Exception | None:
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return TenantMoved()  # the route trigger (sql/postgres/0007)
     if isinstance(exc, psycopg.errors.CheckViolation | psycopg.errors.NotNullViolation):
         return InvalidJob(f"rejected by the database: {exc.diag.constraint_name or 'constraint'}")
     if isinstance(exc, psycopg.errors.InvalidTextRepresentation | psycopg.errors.DataError):
@@ -87,6 +91,7 @@ def _translate(exc: BaseException) -> Exception | None:
 class PostgresStore(SqlJobStore):
     dialect = "postgres"
     has_notifications = True
+    _scoped_queries = scoped_queries(Q)
 
     def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
         self._dsn = dsn
@@ -153,6 +158,7 @@ class PostgresStore(SqlJobStore):
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
         assert self._pool is not None, "store not opened"
         pool = self._pool
+        params = self._scoped(name, params)
 
         async def _run() -> list[Any]:
             async with pool.connection() as conn:
@@ -321,6 +327,7 @@ class PostgresStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
+        scope = self._scope_params()
 
         async def _claim() -> list[tuple[Any, ...]]:
             rows: list[tuple[Any, ...]] = []
@@ -331,7 +338,8 @@ class PostgresStore(SqlJobStore):
                         break
                     cur = await conn.execute(
                         Q["claim_due_jobs"],
-                        {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s},
+                        {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
+                         **scope},
                         prepare=True,
                     )
                     rows.extend(await cur.fetchall())
@@ -344,12 +352,12 @@ class PostgresStore(SqlJobStore):
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
         assert self._pool is not None
-        pool, limits = self._pool, dict(self.tenant_limits)
+        pool, limits, scope = self._pool, dict(self.tenant_limits), self._scope_params()
 
         async def _claim() -> list[tuple[Any, ...]]:
             async with pool.connection() as conn:
                 return await pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog)
+                                              backlog=backlog, scope=scope)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

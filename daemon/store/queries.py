@@ -47,8 +47,14 @@ def load_queries(dialect: str) -> dict[str, str]:
         for name, sql in queries.items() if name.startswith("_")
     }
     for name, sql in queries.items():
-        for fragment, text in fragments.items():
-            sql = sql.replace("{" + fragment + "}", text)
+        # A fragment may include another (_finish_update includes _in_tenant_scope).
+        for _ in range(len(fragments) + 1):
+            expanded = sql
+            for fragment, text in fragments.items():
+                expanded = expanded.replace("{" + fragment + "}", text)
+            if expanded == sql:
+                break
+            sql = expanded
         queries[name] = sql
     return queries
 

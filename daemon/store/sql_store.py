@@ -8,7 +8,7 @@ A backend supplies how to run a named query (``_read``/``_write``), how to pass 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gochatd.errors import InvalidTransition, JobNotFound
@@ -27,10 +27,12 @@ from gochatd.model import (
 )
 from gochatd.store.outbox import SqlOutboxOps
 from gochatd.store.periodic_slots import SqlPeriodicOps
+from gochatd.store.routes import SqlRouteOps
 from gochatd.store.rows import ref_from_row
+from gochatd.store.scope import ALL, TenantScope
 
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps):
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
@@ -63,6 +65,22 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps):
 
     #: tenants.<id>.max_running, set by the worker; empty: the plain claims run unchanged.
     tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
+    #: The tenants this store acts on (store/scope.py); the router narrows it during a live
+    #: migration. Replaced wholesale, never mutated.
+    tenant_scope: TenantScope = ALL
+    #: The backend's queries that include {_in_tenant_scope} (scope.scoped_queries).
+    _scoped_queries: frozenset[str] = frozenset()
+
+    def _scope_params(self) -> Mapping[str, Any]:
+        """The scope as this dialect's query parameters; read once per operation, so one
+        operation's statements share one scope even if the router swaps it meanwhile."""
+        return self.tenant_scope.params[self.dialect]
+
+    def _scoped(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` plus the scope when query ``name`` takes it (every _read/_write)."""
+        if name in self._scoped_queries:
+            return {**params, **self.tenant_scope.params[self.dialect]}
+        return params
 
     async def _claim_limited(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,

@@ -20,6 +20,7 @@ from gochatd.errors import (
     IdempotencyConflict,
     InvalidJob,
     StoreUnavailable,
+    TenantMoved,
 )
 from gochatd.model import (
     ClaimedJob,
@@ -35,6 +36,7 @@ from gochatd.store.outbox import reply_rows
 from gochatd.store.periodic_slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
+from gochatd.store.scope import scoped_queries
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import sqlite_claim_limited
 
@@ -42,10 +44,14 @@ Q = load_queries("sqlite")
 T = TypeVar("T")
 _DATA_VERSION_POLL_S = 0.05
 
+#: The message of the route trigger's RAISE (sql/sqlite/0007).
+_MOVED_MARK = "rows were moved to another database"
+
 
 class SqliteStore(SqlJobStore):
     dialect = "sqlite"
     has_notifications = True
+    _scoped_queries = scoped_queries(Q)
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -75,6 +81,8 @@ class SqliteStore(SqlJobStore):
             try:
                 return fn(conn)
             except sqlite3.IntegrityError as exc:
+                if _MOVED_MARK in str(exc):
+                    raise TenantMoved() from None
                 raise InvalidJob(f"rejected by the database: {_constraint(exc)}") from None
             except sqlite3.OperationalError as exc:
                 raise StoreUnavailable(f"sqlite unavailable: {exc}") from None
@@ -82,9 +90,11 @@ class SqliteStore(SqlJobStore):
         return await trio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
+        params = self._scoped(name, params)
         return await self._run(lambda conn: conn.execute(Q[name], params).fetchall())
 
     async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
+        params = self._scoped(name, params)
         return await self._run(lambda conn: _in_transaction(conn, Q[name], params))
 
     def _list(self, values: Sequence[Any]) -> Any:
@@ -105,7 +115,7 @@ class SqliteStore(SqlJobStore):
         return {"leases": json.dumps([[x.job_id, x.fence] for x in leases])}
 
     async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
-        params = self._finish_params(finishes)
+        params = self._scoped("finish_jobs", self._finish_params(finishes))
         replies = reply_rows(finishes)
 
         def _finish(conn: sqlite3.Connection) -> set[int]:
@@ -247,6 +257,7 @@ class SqliteStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
+        scope = self._scope_params()
 
         def _claim(conn: sqlite3.Connection) -> list[Any]:
             rows: list[Any] = []
@@ -256,7 +267,8 @@ class SqliteStore(SqlJobStore):
                     want = limit - len(rows)
                     if want <= 0:
                         break
-                    params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s}
+                    params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
+                              **scope}
                     rows.extend(conn.execute(Q["claim_due_jobs"], params).fetchall())
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -270,10 +282,10 @@ class SqliteStore(SqlJobStore):
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits = dict(self.tenant_limits)
+        limits, scope = dict(self.tenant_limits), self._scope_params()
         rows = await self._run(
             lambda conn: sqlite_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog)
+                                              backlog=backlog, scope=scope)
         )
         return [self._claimed(r, owner) for r in rows]
 

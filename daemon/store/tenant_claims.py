@@ -10,7 +10,8 @@ running jobs. Without limited tenants among the ids the plain ``claim_jobs`` run
 A delivered id refused for its tenant's limit stays queued: its stream entry is acked like
 any other unclaimed one, and the sweep (streams) or the next poll claims it once a slot frees.
 
-The functions run on the driver's side of the bridge (one crossing per claim).
+The functions run on the driver's side of the bridge (one crossing per claim). ``scope`` is
+the store's tenant scope as query parameters (store/scope.py): every query here takes it.
 """
 
 from __future__ import annotations
@@ -31,13 +32,15 @@ SQLITE = load_queries("sqlite")
 async def pg_claim_limited(
     conn: AsyncConnection[Any], limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
+    scope: Mapping[str, Any],
 ) -> list[tuple[Any, ...]]:
     """``ids``: claim those; None: pick due jobs of ``queues`` first (with ``backlog``:
     only limited tenants' jobs)."""
     tenants, caps = list(limits), list(limits.values())
     async with conn.transaction():
         if ids is None:
-            cur = await conn.execute(PG["full_tenants"], {"tenants": tenants, "limits": caps})
+            cur = await conn.execute(PG["full_tenants"],
+                                     {"tenants": tenants, "limits": caps, **scope})
             full = [r[0] for r in await cur.fetchall()]
             picked: list[int] = []
             if backlog:
@@ -45,60 +48,64 @@ async def pg_claim_limited(
                 if not open_:
                     return []
                 cur = await conn.execute(PG["pick_limited_due_job_ids"], {
-                    "open": open_, "queues": list(queues), "limit": limit})
+                    "open": open_, "queues": list(queues), "limit": limit, **scope})
                 picked = [int(r[0]) for r in await cur.fetchall()]
                 queues = ()
             for queue in queues:
                 if len(picked) >= limit:
                     break
                 cur = await conn.execute(PG["pick_due_job_ids"], {
-                    "queue": queue, "full": full, "limit": limit - len(picked)})
+                    "queue": queue, "full": full, "limit": limit - len(picked), **scope})
                 picked.extend(int(r[0]) for r in await cur.fetchall())
             ids = picked
         if not ids:
             return []
         cur = await conn.execute(PG["limited_tenants_of_jobs"],
-                                 {"ids": list(ids), "tenants": tenants})
+                                 {"ids": list(ids), "tenants": tenants, **scope})
         involved = [r[0] for r in await cur.fetchall()]
         if not involved:
             cur = await conn.execute(PG["claim_jobs"], {
-                "ids": list(ids), "owner": owner, "lease_s": lease_s})
+                "ids": list(ids), "owner": owner, "lease_s": lease_s, **scope})
             return list(await cur.fetchall())
         for tenant in involved:  # sorted by the query: a fixed lock order
             await conn.execute(PG["lock_tenant_claims"], {"tenant_id": tenant})
         cur = await conn.execute(PG["claim_jobs_limited"], {
             "ids": list(ids), "tenants": tenants, "limits": caps, "owner": owner,
-            "lease_s": lease_s})
+            "lease_s": lease_s, **scope})
         return list(await cur.fetchall())
 
 
 def sqlite_claim_limited(
     conn: sqlite3.Connection, limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
+    scope: Mapping[str, Any],
 ) -> list[Any]:
     pairs = json.dumps([[t, n] for t, n in limits.items()])
     conn.execute("BEGIN IMMEDIATE")
     try:
         if ids is None:
-            full = [r[0] for r in conn.execute(SQLITE["full_tenants"], {"limits": pairs})]
+            full = [r[0] for r in conn.execute(SQLITE["full_tenants"],
+                                               {"limits": pairs, **scope})]
             picked: list[int] = []
             if backlog:
                 open_ = [t for t in limits if t not in full]
                 cursor = conn.execute(SQLITE["pick_limited_due_job_ids"], {
                     "open": json.dumps(open_), "queues": json.dumps(list(queues)),
-                    "limit": limit})
+                    "limit": limit, **scope})
                 picked = [int(r[0]) for r in cursor]
                 queues = ()
             for queue in queues:
                 if len(picked) >= limit:
                     break
                 cursor = conn.execute(SQLITE["pick_due_job_ids"], {
-                    "queue": queue, "full": json.dumps(full), "limit": limit - len(picked)})
+                    "queue": queue, "full": json.dumps(full), "limit": limit - len(picked),
+                    **scope})
                 picked.extend(int(r[0]) for r in cursor)
             ids = picked
         rows: list[Any] = []
         if ids:
-            params = {"ids": json.dumps(list(ids)), "owner": owner, "lease_s": lease_s}
+            params = {"ids": json.dumps(list(ids)), "owner": owner, "lease_s": lease_s,
+                      **scope}
             rows = conn.execute(SQLITE["claim_jobs_limited"],
                                 {**params, "limits": pairs}).fetchall()
     except BaseException:

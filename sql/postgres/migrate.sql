@@ -60,3 +60,129 @@ WHERE tenant_id = %(tenant)s AND phase = %(phase)s AND destination = %(destinati
 -- name: state_list
 SELECT tenant_id, phase, destination, status, started_at, finished_at, report, updated_at
 FROM gochatd_migrations ORDER BY destination, tenant_id, phase
+
+-- name: route_get
+-- Tenant routes (daemon/migrate/routes.py; the daemons read them in store/router.py).
+SELECT tenant_id, state, destination, version, readonly_until,
+       readonly_until IS NOT NULL AND readonly_until < now() AS window_over
+FROM gochatd_routes WHERE tenant_id = %(tenant)s
+
+-- name: route_list
+SELECT tenant_id, state, destination, version, readonly_until,
+       readonly_until IS NOT NULL AND readonly_until < now() AS window_over
+FROM gochatd_routes ORDER BY tenant_id
+
+-- name: route_set
+INSERT INTO gochatd_routes (tenant_id, destination, state, readonly_until)
+VALUES (%(tenant)s, %(destination)s, %(state)s,
+        CASE WHEN %(window_s)s::float8 IS NULL THEN NULL
+             ELSE now() + make_interval(secs => %(window_s)s::float8) END)
+ON CONFLICT (tenant_id) DO UPDATE SET
+    destination = excluded.destination, state = excluded.state,
+    readonly_until = excluded.readonly_until,
+    version = nextval('gochatd_route_version'), updated_at = now()
+RETURNING version
+
+-- name: route_acks
+-- Daemons that acknowledged within the liveness window, and the version each has seen.
+SELECT worker_id, version FROM gochatd_route_acks
+WHERE acked_at > now() - make_interval(secs => %(live_s)s::float8)
+ORDER BY worker_id
+
+-- name: destination_writes_after
+-- Rows of a scope the destination changed (or deleted) after the cutover's watermark.
+SELECT
+    (SELECT count(*) FROM background_jobs
+      WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
+  + (SELECT count(*) FROM reply_outbox
+      WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
+  + (SELECT count(*) FROM gochatd_change_tombstones
+      WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
+  + (SELECT count(*) FROM gochatd_queue_pauses
+      WHERE change_seq > %(after)s AND %(tenant)s::text IS NULL)
+  + (SELECT count(*) FROM gochatd_periodic_slots
+      WHERE change_seq > %(after)s AND %(tenant)s::text IS NULL)
+
+-- name: job_id_floor
+-- Past every id the source has handed out (partial moves: the two databases keep allocating
+-- ids, so the destination's are put far above the source's), never backwards.
+SELECT setval('background_jobs_id_seq',
+              greatest(%(floor)s::bigint,
+                       coalesce(pg_sequence_last_value('background_jobs_id_seq'::regclass), 1)))
+
+-- name: last_job_id
+SELECT coalesce(pg_sequence_last_value('background_jobs_id_seq'::regclass), 0)
+
+-- Change tracking (migration 0007): catch-up, the safe horizon and live validate.
+-- Fleet-wide tables are walked by change_seq without a tenant; their tombstones have
+-- tenant_id NULL. Tenant tables have bigint keys, fleet-wide ones text keys.
+
+-- name: change_counter
+-- The last number any writer drew, committed or not: the sequence ignores snapshots.
+SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM gochatd_change_seq
+
+-- name: current_snapshot
+SELECT pg_current_snapshot()::text
+
+-- name: snapshot_in_progress
+SELECT count(*) FROM pg_snapshot_xip(%(snapshot)s::pg_snapshot) AS x (xid)
+WHERE pg_xact_status(x.xid) = 'in progress'
+
+-- name: tenant_changes
+SELECT {columns}, change_seq FROM {table}
+WHERE tenant_id = %(tenant)s AND change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: global_changes
+SELECT {columns}, change_seq FROM {table}
+WHERE change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: tenant_changed_keys
+SELECT change_seq, {key} FROM {table}
+WHERE tenant_id = %(tenant)s AND change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: global_changed_keys
+SELECT change_seq, {key} FROM {table}
+WHERE change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: tenant_tombstones
+SELECT change_seq, row_key FROM gochatd_change_tombstones
+WHERE tenant_id = %(tenant)s AND table_name = '{table}'
+  AND change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: global_tombstones
+SELECT change_seq, row_key FROM gochatd_change_tombstones
+WHERE tenant_id IS NULL AND table_name = '{table}'
+  AND change_seq > %(after)s AND change_seq <= %(upto)s
+ORDER BY change_seq LIMIT %(limit)s
+
+-- name: delete_tenant_keys
+-- The tenant guard keeps a key collision from ever deleting another tenant's row.
+DELETE FROM {table} WHERE tenant_id = %(tenant)s AND {key} = ANY(%(keys)s::bigint[])
+
+-- name: delete_global_keys
+DELETE FROM {table} WHERE {key} = ANY(%(keys)s::text[])
+
+-- name: tenant_rows_by_keys
+SELECT {columns} FROM {table}
+WHERE tenant_id = %(tenant)s AND {key} = ANY(%(keys)s::bigint[])
+ORDER BY {key}
+
+-- name: global_rows_by_keys
+SELECT {columns} FROM {table}
+WHERE {key} = ANY(%(keys)s::text[])
+ORDER BY {key} COLLATE "C"
+
+-- name: begin_snapshot
+-- Every read until end_snapshot sees one state; read only, so it never takes an xid.
+BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY
+
+-- name: end_snapshot
+COMMIT
+
+-- name: abort_snapshot
+ROLLBACK

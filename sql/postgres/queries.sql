@@ -29,12 +29,14 @@ SET status = 'running', locked_by = %(owner)s, locked_at = now(),
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= now()
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: claim_due_jobs
 WITH picked AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+      AND {_in_tenant_scope}
     ORDER BY priority DESC, scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -46,6 +48,15 @@ SET status = 'running', locked_by = %(owner)s, locked_at = now(),
 FROM picked
 WHERE j.id = picked.id
 RETURNING {job_columns_j};
+
+-- name: _in_tenant_scope
+-- A fragment: the row's tenant is one this store acts on (SqlJobStore.tenant_scope: during
+-- a live tenant migration each database serves only the tenants routed to it). The store
+-- passes scope_only and scope_tenants to every query that includes it; all_except(()) (no
+-- tenants, scope_only false) is every tenant. Written as one CASE so that it stays a plain
+-- filter: the indexes the query uses without it are the ones it uses with it.
+(CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+      ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 
 -- name: _finish_update
 -- A fragment (a leading "_"): the fenced compare-and-set that finish_jobs and
@@ -66,6 +77,7 @@ FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statu
             %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
      AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
 WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+  AND {_in_tenant_scope}
 
 -- name: finish_jobs
 -- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
@@ -78,12 +90,14 @@ UPDATE background_jobs AS j
 SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS u(id, fence)
 WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status = 'running'
+  AND {_in_tenant_scope}
 RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
 WITH expired AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status = 'running' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
+      AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE background_jobs
@@ -105,6 +119,7 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
+      AND {_in_tenant_scope}
     ORDER BY scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -119,6 +134,7 @@ WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
+      AND {_in_tenant_scope}
     ORDER BY dispatched_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -132,15 +148,17 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue = ANY(%(queues)s::text[]);
+  AND queue = ANY(%(queues)s::text[])
+  AND {_in_tenant_scope};
 
 -- name: next_due_in_s
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[]);
+WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
+  AND {_in_tenant_scope};
 
 -- name: get_job
-SELECT {job_columns} FROM background_jobs WHERE id = %(id)s;
+SELECT {job_columns} FROM background_jobs WHERE id = %(id)s AND {_in_tenant_scope};
 
 -- name: list_jobs
 SELECT {job_columns} FROM background_jobs
@@ -149,6 +167,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -157,6 +176,7 @@ UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = %(id)s AND status IN ('dead', 'cancelled')
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: cancel_waiting_job
@@ -164,15 +184,16 @@ UPDATE background_jobs
 SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
     dispatched_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status IN ('queued', 'retrying')
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: request_cancel_running_job
 UPDATE background_jobs SET cancel_requested = true, updated_at = now()
-WHERE id = %(id)s AND status = 'running'
+WHERE id = %(id)s AND status = 'running' AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: count_jobs_by_status
-SELECT status, count(*) FROM background_jobs GROUP BY status;
+SELECT status, count(*) FROM background_jobs WHERE {_in_tenant_scope} GROUP BY status;
 
 -- name: pause_queue
 INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (%(queue)s, %(by)s)
@@ -197,6 +218,7 @@ SELECT queue,
            WHERE status IN ('queued', 'retrying') AND scheduled_at <= now())))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')
+  AND {_in_tenant_scope}
 GROUP BY queue;
 
 -- name: retry_dead_jobs
@@ -207,6 +229,7 @@ WITH picked AS MATERIALIZED (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
       AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+      AND {_in_tenant_scope}
     ORDER BY id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -272,6 +295,7 @@ WITH doomed AS MATERIALIZED (
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND status = %(status)s
       AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+      AND {_in_tenant_scope}
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -285,7 +309,8 @@ RETURNING j.id;
 SELECT count(*) FROM background_jobs
 WHERE status IN ('completed', 'dead', 'cancelled')
   AND status = %(status)s
-  AND updated_at < now() - make_interval(secs => %(older_than_s)s);
+  AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+  AND {_in_tenant_scope};
 
 -- ---------------------------------------------------------------------------------------
 -- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py). {outbox_columns} is the
@@ -315,6 +340,7 @@ WITH picked AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'pending' AND next_attempt_at <= now()
       AND channel = ANY(%(channels)s::text[])
+      AND {_in_tenant_scope}
     ORDER BY next_attempt_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -333,6 +359,7 @@ UPDATE reply_outbox
 SET status = 'sent', sent_at = now(), provider_message_id = %(provider_message_id)s,
     error_class = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  AND {_in_tenant_scope}
 RETURNING (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM created_at))::float8;
 
 -- name: retry_outbox
@@ -340,18 +367,21 @@ UPDATE reply_outbox
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => %(delay_s)s),
     error_class = %(error_class)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: fail_outbox
 UPDATE reply_outbox
 SET status = 'dead', error_class = %(error_class)s, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: reap_outbox_leases
 WITH expired AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'sending' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
+      AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE reply_outbox AS o
@@ -363,7 +393,7 @@ WHERE o.id = expired.id
 RETURNING o.id;
 
 -- name: get_outbox
-SELECT {outbox_columns} FROM reply_outbox WHERE id = %(id)s;
+SELECT {outbox_columns} FROM reply_outbox WHERE id = %(id)s AND {_in_tenant_scope};
 
 -- name: list_outbox
 SELECT {outbox_columns} FROM reply_outbox
@@ -371,6 +401,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(channel)s::text IS NULL OR channel = %(channel)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -379,7 +410,7 @@ LIMIT %(limit)s;
 UPDATE reply_outbox
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = %(id)s AND status = 'dead'
+WHERE id = %(id)s AND status = 'dead' AND {_in_tenant_scope}
 RETURNING {outbox_columns};
 
 -- name: outbox_stats
@@ -388,6 +419,7 @@ SELECT status, count(*),
        (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(created_at)))::float8
 FROM reply_outbox
 WHERE status IN ('pending', 'sending', 'dead')
+  AND {_in_tenant_scope}
 GROUP BY status;
 
 -- ------------------------------------------------------------------------------------------
@@ -445,18 +477,21 @@ VACUUM (ANALYZE) background_jobs;
 SELECT l.tenant_id
 FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
 WHERE (SELECT count(*) FROM background_jobs j
-       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id) >= l.max_running;
+       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id
+         AND {_in_tenant_scope}) >= l.max_running;
 
 -- name: pick_due_job_ids
 SELECT id FROM background_jobs
 WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
   AND tenant_id <> ALL(%(full)s::text[])
+  AND {_in_tenant_scope}
 ORDER BY priority DESC, scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
 WHERE id = ANY(%(ids)s::bigint[]) AND tenant_id = ANY(%(tenants)s::text[])
+  AND {_in_tenant_scope}
 ORDER BY tenant_id;
 
 -- name: lock_tenant_claims
@@ -470,6 +505,7 @@ WITH limits AS (
     SELECT id, tenant_id, priority, scheduled_at FROM background_jobs
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
+      AND {_in_tenant_scope}
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
     SELECT id, tenant_id, row_number() OVER (
@@ -495,11 +531,13 @@ RETURNING {job_columns_j};
 SELECT id FROM background_jobs
 WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
   AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+  AND {_in_tenant_scope}
 ORDER BY priority DESC, scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: running_by_tenant
-SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' GROUP BY tenant_id;
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' AND {_in_tenant_scope}
+GROUP BY tenant_id;
 
 -- name: database_now
 SELECT now();
@@ -513,3 +551,18 @@ INSERT INTO gochatd_periodic_slots AS s (name, last_slot) VALUES (%(name)s, %(sl
 ON CONFLICT (name) DO UPDATE SET last_slot = EXCLUDED.last_slot, updated_at = now()
 WHERE s.last_slot < EXCLUDED.last_slot
 RETURNING s.name;
+
+-- name: route_version
+-- Tenant routes (gochatd migrate; store/router.py): polled by every daemon.
+SELECT coalesce(max(version), 0) FROM gochatd_routes;
+
+-- name: list_routes
+SELECT tenant_id, state, destination, version FROM gochatd_routes ORDER BY tenant_id;
+
+-- name: ack_routes
+-- The migrator's barrier waits until every live daemon has seen its route change.
+INSERT INTO gochatd_route_acks (worker_id, version) VALUES (%(worker_id)s, %(version)s)
+ON CONFLICT (worker_id) DO UPDATE SET version = excluded.version, acked_at = now();
+
+-- name: forget_route_ack
+DELETE FROM gochatd_route_acks WHERE worker_id = %(worker_id)s;

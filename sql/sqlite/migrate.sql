@@ -64,3 +64,119 @@ WHERE tenant_id = :tenant AND phase = :phase AND destination = :destination
 -- name: state_list
 SELECT tenant_id, phase, destination, status, started_at, finished_at, report, updated_at
 FROM gochatd_migrations ORDER BY destination, tenant_id, phase
+
+-- name: route_get
+-- Tenant routes (daemon/migrate/routes.py; the daemons read them in store/router.py).
+SELECT tenant_id, state, destination, version, readonly_until,
+       readonly_until IS NOT NULL AND readonly_until < {now} AS window_over
+FROM gochatd_routes WHERE tenant_id = :tenant
+
+-- name: route_list
+SELECT tenant_id, state, destination, version, readonly_until,
+       readonly_until IS NOT NULL AND readonly_until < {now} AS window_over
+FROM gochatd_routes ORDER BY tenant_id
+
+-- name: route_set
+INSERT INTO gochatd_routes (tenant_id, destination, state, readonly_until, version)
+VALUES (:tenant, :destination, :state,
+        CASE WHEN :window_s IS NULL THEN NULL ELSE {now} + :window_s END,
+        (SELECT coalesce(max(version), 0) + 1 FROM gochatd_routes))
+ON CONFLICT (tenant_id) DO UPDATE SET
+    destination = excluded.destination, state = excluded.state,
+    readonly_until = excluded.readonly_until,
+    version = (SELECT coalesce(max(version), 0) + 1 FROM gochatd_routes), updated_at = {now}
+RETURNING version
+
+-- name: route_acks
+SELECT worker_id, version FROM gochatd_route_acks
+WHERE acked_at > {now} - :live_s
+ORDER BY worker_id
+
+-- name: destination_writes_after
+SELECT
+    (SELECT count(*) FROM background_jobs
+      WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
+  + (SELECT count(*) FROM reply_outbox
+      WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
+  + (SELECT count(*) FROM gochatd_change_tombstones
+      WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
+  + (SELECT count(*) FROM gochatd_queue_pauses WHERE change_seq > :after AND :tenant IS NULL)
+  + (SELECT count(*) FROM gochatd_periodic_slots WHERE change_seq > :after AND :tenant IS NULL)
+
+-- name: job_id_floor
+-- As sql/postgres/migrate.sql: AUTOINCREMENT's counter lives in sqlite_sequence.
+INSERT INTO sqlite_sequence (name, seq)
+SELECT 'background_jobs', :floor
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'background_jobs')
+
+-- name: job_id_floor_existing
+UPDATE sqlite_sequence SET seq = max(seq, :floor) WHERE name = 'background_jobs'
+
+-- name: last_job_id
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'background_jobs'), 0)
+
+-- Change tracking (migration 0007): catch-up and live validate. Writers are serialised, so
+-- the committed counter is the safe horizon. Tenant tables have integer keys, fleet-wide
+-- ones text keys; key lists arrive as JSON arrays.
+
+-- name: change_counter
+SELECT value FROM gochatd_change_counter WHERE id = 1
+
+-- name: tenant_changes
+SELECT {columns}, change_seq FROM {table}
+WHERE tenant_id = :tenant AND change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: global_changes
+SELECT {columns}, change_seq FROM {table}
+WHERE change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: tenant_changed_keys
+SELECT change_seq, {key} FROM {table}
+WHERE tenant_id = :tenant AND change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: global_changed_keys
+SELECT change_seq, {key} FROM {table}
+WHERE change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: tenant_tombstones
+SELECT change_seq, row_key FROM gochatd_change_tombstones
+WHERE tenant_id = :tenant AND table_name = '{table}'
+  AND change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: global_tombstones
+SELECT change_seq, row_key FROM gochatd_change_tombstones
+WHERE tenant_id IS NULL AND table_name = '{table}'
+  AND change_seq > :after AND change_seq <= :upto
+ORDER BY change_seq LIMIT :limit
+
+-- name: delete_tenant_keys
+-- The tenant guard keeps a key collision from ever deleting another tenant's row.
+DELETE FROM {table} WHERE tenant_id = :tenant AND {key} IN (SELECT value FROM json_each(:keys))
+
+-- name: delete_global_keys
+DELETE FROM {table} WHERE {key} IN (SELECT value FROM json_each(:keys))
+
+-- name: tenant_rows_by_keys
+SELECT {columns} FROM {table}
+WHERE tenant_id = :tenant AND {key} IN (SELECT value FROM json_each(:keys))
+ORDER BY {key}
+
+-- name: global_rows_by_keys
+SELECT {columns} FROM {table}
+WHERE {key} IN (SELECT value FROM json_each(:keys))
+ORDER BY {key}
+
+-- name: begin_snapshot
+-- A deferred read transaction: its first SELECT fixes the snapshot (WAL) until end_snapshot.
+BEGIN DEFERRED
+
+-- name: end_snapshot
+COMMIT
+
+-- name: abort_snapshot
+ROLLBACK

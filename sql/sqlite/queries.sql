@@ -18,6 +18,14 @@ SELECT {job_columns}, (job_type = :job_type AND payload = :payload) AS same_job
 FROM background_jobs
 WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key;
 
+-- name: _in_tenant_scope
+-- A fragment: the row's tenant is one this store acts on (SqlJobStore.tenant_scope: during
+-- a live tenant migration each database serves only the tenants routed to it). The store
+-- passes scope_only and scope_tenants (a JSON array) to every query that includes it;
+-- all_except(()) is every tenant. Compared as a value, not a bare IN, so that the planner
+-- never takes it for an index term: the indexes stay the ones the query uses without it.
+((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+
 -- name: claim_jobs
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = {now},
@@ -26,6 +34,7 @@ SET status = 'running', locked_by = :owner, locked_at = {now},
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= {now}
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: claim_due_jobs
@@ -36,6 +45,7 @@ SET status = 'running', locked_by = :owner, locked_at = {now},
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
+      AND {_in_tenant_scope}
     ORDER BY priority DESC, scheduled_at, id
     LIMIT :limit)
 RETURNING {job_columns};
@@ -65,6 +75,7 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS o
 -- row up by id (via the status index it would scan every running row once per batch item).
 WHERE background_jobs.id = u.id AND +background_jobs.status = 'running'
   AND background_jobs.locked_by = u.owner AND background_jobs.fence = u.fence
+  AND {_in_tenant_scope}
 RETURNING background_jobs.id;
 
 -- name: extend_leases
@@ -74,6 +85,7 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS f
       FROM json_each(:leases)) AS u
 WHERE background_jobs.id = u.id AND background_jobs.fence = u.fence
   AND background_jobs.locked_by = :owner AND +background_jobs.status = 'running'
+  AND {_in_tenant_scope}
 RETURNING background_jobs.id, background_jobs.cancel_requested;
 
 -- name: reap_expired_leases
@@ -88,6 +100,7 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     cancel_requested = 0, updated_at = {now}
 WHERE id IN (SELECT id FROM background_jobs
              WHERE status = 'running' AND (lease_expires_at < {now} OR lease_expires_at IS NULL)
+               AND {_in_tenant_scope}
              ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id, status;
 
@@ -97,6 +110,7 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= {now}
       AND queue IN (SELECT value FROM json_each(:queues))
+      AND {_in_tenant_scope}
     ORDER BY scheduled_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
@@ -107,6 +121,7 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
       AND dispatched_at < {now} - :older_than_s
+      AND {_in_tenant_scope}
     ORDER BY dispatched_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
@@ -115,15 +130,17 @@ RETURNING id, job_type, queue, tenant_id;
 SELECT min(scheduled_at) - {now}
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue IN (SELECT value FROM json_each(:queues));
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND {_in_tenant_scope};
 
 -- name: next_due_in_s
 SELECT min(scheduled_at) - {now}
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues));
+WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
+  AND {_in_tenant_scope};
 
 -- name: get_job
-SELECT {job_columns} FROM background_jobs WHERE id = :id;
+SELECT {job_columns} FROM background_jobs WHERE id = :id AND {_in_tenant_scope};
 
 -- name: list_jobs
 SELECT {job_columns} FROM background_jobs
@@ -132,6 +149,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:job_type IS NULL OR job_type = :job_type)
   AND (:after_id IS NULL OR id > :after_id)
+  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT :limit;
 
@@ -140,6 +158,7 @@ UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = {now}, failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = {now}
 WHERE id = :id AND status IN ('dead', 'cancelled')
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: cancel_waiting_job
@@ -147,15 +166,16 @@ UPDATE background_jobs
 SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
     dispatched_at = NULL, updated_at = {now}
 WHERE id = :id AND status IN ('queued', 'retrying')
+  AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: request_cancel_running_job
 UPDATE background_jobs SET cancel_requested = 1, updated_at = {now}
-WHERE id = :id AND status = 'running'
+WHERE id = :id AND status = 'running' AND {_in_tenant_scope}
 RETURNING {job_columns};
 
 -- name: count_jobs_by_status
-SELECT status, count(*) FROM background_jobs GROUP BY status;
+SELECT status, count(*) FROM background_jobs WHERE {_in_tenant_scope} GROUP BY status;
 
 -- name: pause_queue
 INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (:queue, :by)
@@ -180,6 +200,7 @@ SELECT queue,
                         THEN scheduled_at END)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')
+  AND {_in_tenant_scope}
 GROUP BY queue;
 
 -- name: retry_dead_jobs
@@ -192,6 +213,7 @@ WHERE id IN (
       AND (:queue IS NULL OR queue = :queue)
       AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
       AND (:job_type IS NULL OR job_type = :job_type)
+      AND {_in_tenant_scope}
     ORDER BY id
     LIMIT :limit)
 RETURNING id;
@@ -205,6 +227,7 @@ WHERE id IN (
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND status = :status
       AND updated_at < {now} - :older_than_s
+      AND {_in_tenant_scope}
     ORDER BY updated_at
     LIMIT :limit)
 RETURNING id;
@@ -213,7 +236,8 @@ RETURNING id;
 SELECT count(*) FROM background_jobs
 WHERE status IN ('completed', 'dead', 'cancelled')
   AND status = :status
-  AND updated_at < {now} - :older_than_s;
+  AND updated_at < {now} - :older_than_s
+  AND {_in_tenant_scope};
 
 -- ---------------------------------------------------------------------------------------
 -- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py). {outbox_columns} is the
@@ -239,6 +263,7 @@ WHERE id IN (
     SELECT id FROM reply_outbox
     WHERE status = 'pending' AND next_attempt_at <= {now}
       AND channel IN (SELECT value FROM json_each(:channels))
+      AND {_in_tenant_scope}
     ORDER BY next_attempt_at, id
     LIMIT :limit)
 RETURNING {outbox_columns};
@@ -248,6 +273,7 @@ UPDATE reply_outbox
 SET status = 'sent', sent_at = {now}, provider_message_id = :provider_message_id,
     error_class = NULL, lease_expires_at = NULL, updated_at = {now}
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND {_in_tenant_scope}
 RETURNING {now} - created_at;
 
 -- name: retry_outbox
@@ -255,12 +281,14 @@ UPDATE reply_outbox
 SET status = 'pending', next_attempt_at = {now} + :delay_s, error_class = :error_class,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = {now}
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: fail_outbox
 UPDATE reply_outbox
 SET status = 'dead', error_class = :error_class, lease_expires_at = NULL, updated_at = {now}
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: reap_outbox_leases
@@ -271,11 +299,12 @@ SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'pending' END,
 WHERE id IN (
     SELECT id FROM reply_outbox
     WHERE status = 'sending' AND (lease_expires_at < {now} OR lease_expires_at IS NULL)
+      AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id;
 
 -- name: get_outbox
-SELECT {outbox_columns} FROM reply_outbox WHERE id = :id;
+SELECT {outbox_columns} FROM reply_outbox WHERE id = :id AND {_in_tenant_scope};
 
 -- name: list_outbox
 SELECT {outbox_columns} FROM reply_outbox
@@ -283,6 +312,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:channel IS NULL OR channel = :channel)
   AND (:after_id IS NULL OR id > :after_id)
+  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT :limit;
 
@@ -290,13 +320,14 @@ LIMIT :limit;
 UPDATE reply_outbox
 SET status = 'pending', attempts = 0, next_attempt_at = {now}, lease_owner = NULL,
     lease_expires_at = NULL, updated_at = {now}
-WHERE id = :id AND status = 'dead'
+WHERE id = :id AND status = 'dead' AND {_in_tenant_scope}
 RETURNING {outbox_columns};
 
 -- name: outbox_stats
 SELECT status, count(*), {now} - min(created_at)
 FROM reply_outbox
 WHERE status IN ('pending', 'sending', 'dead')
+  AND {_in_tenant_scope}
 GROUP BY status;
 
 -- ------------------------------------------------------------------------------------------
@@ -324,13 +355,15 @@ SELECT coalesce(max(id), 0) FROM background_jobs;
 -- name: full_tenants
 SELECT json_extract(l.value, '$[0]') FROM json_each(:limits) AS l
 WHERE (SELECT count(*) FROM background_jobs j
-       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]'))
+       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]')
+         AND {_in_tenant_scope})
       >= json_extract(l.value, '$[1]');
 
 -- name: pick_due_job_ids
 SELECT id FROM background_jobs
 WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
   AND tenant_id NOT IN (SELECT value FROM json_each(:full))
+  AND {_in_tenant_scope}
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
@@ -338,6 +371,7 @@ LIMIT :limit;
 SELECT DISTINCT tenant_id FROM background_jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND tenant_id IN (SELECT value FROM json_each(:tenants))
+  AND {_in_tenant_scope}
 ORDER BY tenant_id;
 
 -- name: claim_jobs_limited
@@ -352,6 +386,7 @@ WHERE id IN (
         FROM background_jobs
         WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
           AND scheduled_at <= {now}
+          AND {_in_tenant_scope}
     ) AS r
     LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
                       json_extract(value, '$[1]') AS max_running
@@ -366,11 +401,13 @@ SELECT id FROM background_jobs
 WHERE tenant_id IN (SELECT value FROM json_each(:open))
   AND queue IN (SELECT value FROM json_each(:queues))
   AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
+  AND {_in_tenant_scope}
 ORDER BY priority DESC, scheduled_at, id
 LIMIT :limit;
 
 -- name: running_by_tenant
-SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' GROUP BY tenant_id;
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' AND {_in_tenant_scope}
+GROUP BY tenant_id;
 
 -- name: database_now
 SELECT {now};
@@ -398,3 +435,18 @@ FROM (SELECT CAST(COALESCE(:scheduled_at, {now} + :delay_s) AS REAL) AS at) AS d
 WHERE true
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at;
+
+-- name: route_version
+-- Tenant routes (gochatd migrate; store/router.py): polled by every daemon.
+SELECT coalesce(max(version), 0) FROM gochatd_routes;
+
+-- name: list_routes
+SELECT tenant_id, state, destination, version FROM gochatd_routes ORDER BY tenant_id;
+
+-- name: ack_routes
+-- The migrator's barrier waits until every live daemon has seen its route change.
+INSERT INTO gochatd_route_acks (worker_id, version) VALUES (:worker_id, :version)
+ON CONFLICT (worker_id) DO UPDATE SET version = excluded.version, acked_at = {now};
+
+-- name: forget_route_ack
+DELETE FROM gochatd_route_acks WHERE worker_id = :worker_id;

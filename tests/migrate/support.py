@@ -8,7 +8,10 @@ from typing import Any
 
 from gochatd.migrate.backends import Database, parse_endpoint
 from gochatd.migrate.canonical import Row
+from gochatd.migrate.catch_up import START_PHASE
+from gochatd.migrate.changes import safe_horizon
 from gochatd.migrate.schema import upgrade
+from gochatd.migrate.state import DONE, DatabaseStateStore
 from gochatd.migrate.tables import (
     BACKGROUND_JOBS,
     PERIODIC_SLOTS,
@@ -120,3 +123,23 @@ def read_all(url: str, table: Table, tenant: str | None) -> list[Row]:
 
 def file_url(path: Path) -> str:
     return f"sqlite:///{path}"
+
+
+def destination_label(url: str) -> str:
+    """The label the migrator records a destination's state under."""
+    return parse_endpoint("destination", url).masked
+
+
+def record_start(source_url: str, destination_url: str, scopes: list[str]) -> int:
+    """What ``gochatd migrate start`` records (its route and barrier aside): the source's
+    safe horizon as each scope's start watermark."""
+    db = open_db(source_url)
+    try:
+        watermark = safe_horizon(db)
+        state = DatabaseStateStore(db)
+        for scope in scopes:
+            state.put(scope, START_PHASE, destination_label(destination_url), DONE,
+                      {"watermark": watermark})
+        return watermark
+    finally:
+        db.close()

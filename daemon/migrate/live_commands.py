@@ -1,0 +1,284 @@
+"""``gochatd migrate start|cutover|rollback|run``: the phases that move a tenant's route
+while the fleet keeps running (phases.py), and ``run``, which chains every phase.
+
+Exit codes as the other migrate commands: 0 done, 2 bad input or a refused step (one line
+on stderr), 3 validation found differences (cutover blocked), 1 a database failed mid-way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from gochatd.migrate.backends import Database, MigrateError
+from gochatd.migrate.catch_up import catch_up_scope
+from gochatd.migrate.cli_support import destination_ready, finish, label, note, scopes, source_state
+from gochatd.migrate.copy import copy_scope
+from gochatd.migrate.phases import (
+    Context,
+    CutoverBlocked,
+    Move,
+    adopt_new_scopes,
+    cutover,
+    rollback,
+    start,
+)
+from gochatd.migrate.progress import Progress
+from gochatd.migrate.report import Report
+from gochatd.migrate.routes import fleet_acks, get_route, list_routes
+from gochatd.migrate.schema import check_source
+from gochatd.migrate.validate import validate_scope
+from gochatd.store.routes import EVERY_TENANT, RouteState
+
+EXIT_DIFFERENT = 3
+DEFAULT_WINDOW_S = 3600.0
+DEFAULT_ACK_TIMEOUT_S = 30.0
+#: Catch-up rounds ``run`` allows before it validates (each round takes what arrived during
+#: the previous one, so under steady load the lag shrinks to one round's worth).
+RUN_CATCH_UP_ROUNDS = 5
+
+
+def _seconds(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 30 * 86400:
+        raise ValueError
+    return value
+
+
+_seconds.__name__ = "a number of seconds (0-2592000)"
+
+
+def add_live_arguments(name: str, parser: argparse.ArgumentParser) -> None:
+    """The options of the live commands, beyond the scope and batch options all share."""
+    if name in ("start", "cutover", "rollback", "run"):
+        parser.add_argument("--ack-timeout", type=_seconds, default=DEFAULT_ACK_TIMEOUT_S,
+                            metavar="S", help="how long to wait for every running daemon to "
+                            f"acknowledge a route change (default {DEFAULT_ACK_TIMEOUT_S:g})")
+    if name in ("cutover", "run"):
+        parser.add_argument("--window", type=_seconds, default=DEFAULT_WINDOW_S, metavar="S",
+                            help="after cutover the source stays read-only and rollback is "
+                            f"allowed for this long (default {DEFAULT_WINDOW_S:g})")
+    if name == "run":
+        parser.add_argument("--cutover", action="store_true",
+                            help="go on to cutover once validation passes")
+
+
+def moves(args: argparse.Namespace, source: Database, report: Report) -> list[Move]:
+    covered = scopes(args, source, report)
+    if args.tenants is None:
+        return [Move(EVERY_TENANT, tuple(covered))]
+    return [Move(scope, ((scope, tables),)) for scope, tables in covered]
+
+
+def _context(args: argparse.Namespace, source: Database, destination: Database,
+             report: Report, progress: Progress | None = None) -> Context:
+    state = source_state(source, report, dry_run=False)
+
+    def say(line: str) -> None:
+        if progress is not None:
+            progress.done()
+        sys.stderr.write(f"gochatd: {line}\n")
+        report.notes.append(line)
+
+    return Context(source, destination, state, destination.endpoint.masked,
+                   batch_size=getattr(args, "batch_size", 1000),
+                   ack_timeout_s=args.ack_timeout, say=say)
+
+
+def _no_dry_run(args: argparse.Namespace) -> None:
+    if args.dry_run:
+        raise MigrateError(f"migrate {args.migrate_command}: --dry-run is for plan, copy, "
+                           "catch-up, validate and run; this step only changes routes")
+
+
+def cmd_start(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+    assert destination is not None
+    _no_dry_run(args)
+    report = Report("start", source.endpoint, destination.endpoint, dry_run=False)
+    check_source(source)
+    todo = moves(args, source, report)
+    destination_ready(destination, report, migrate=True, dry_run=False)
+    ctx = _context(args, source, destination, report)
+    for move in todo:
+        report.scopes.append(start(ctx, move))
+    finish(args, report)
+    return 0
+
+
+def cmd_cutover(args: argparse.Namespace, source: Database,
+                destination: Database | None) -> int:
+    assert destination is not None
+    _no_dry_run(args)
+    report = Report("cutover", source.endpoint, destination.endpoint, dry_run=False)
+    check_source(source)
+    ctx = _context(args, source, destination, report)
+    try:
+        for move in moves(args, source, report):
+            adopt_new_scopes(ctx, move)
+            report.scopes.append(cutover(ctx, move, window_s=args.window))
+    except CutoverBlocked as exc:
+        finish(args, report)
+        sys.stderr.write(f"gochatd: {exc}\n")
+        return EXIT_DIFFERENT
+    finish(args, report)
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace, source: Database,
+                 destination: Database | None) -> int:
+    assert destination is not None
+    _no_dry_run(args)
+    report = Report("rollback", source.endpoint, destination.endpoint, dry_run=False)
+    check_source(source)
+    ctx = _context(args, source, destination, report)
+    try:
+        for move in moves(args, source, report):
+            report.scopes.append(rollback(ctx, move))
+    except CutoverBlocked as exc:
+        finish(args, report)
+        sys.stderr.write(f"gochatd: {exc}\n")
+        return EXIT_DIFFERENT
+    finish(args, report)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+    """start -> copy -> catch-up -> validate [-> cutover], per move, with progress bars."""
+    assert destination is not None
+    if args.dry_run:
+        return _run_dry(args, source, destination)
+    report = Report("run", source.endpoint, destination.endpoint, dry_run=False)
+    check_source(source)
+    todo = moves(args, source, report)
+    destination_ready(destination, report, migrate=True, dry_run=False)
+    progress = Progress()
+    ctx = _context(args, source, destination, report, progress)
+    for move in todo:
+        route = get_route(source, move.key)
+        if route is not None and route.state is RouteState.DESTINATION:
+            ctx.say(f"{move.label}: already cut over to {route.destination}")
+            continue
+        if route is None or route.state is not RouteState.FROZEN:
+            report.scopes.append({"phase": "start", **start(ctx, move)})
+        if move.key == EVERY_TENANT:  # tenants that appeared meanwhile come along
+            move = moves(args, source, report)[0]
+            adopt_new_scopes(ctx, move)
+        entry: dict[str, Any] = {"route": move.key}
+        entry["copy"] = _copy(ctx, move, progress)
+        entry["catch_up"] = _catch_up(ctx, move, progress)
+        entry["validate"], equal = _validate(ctx, move, progress)
+        report.scopes.append(entry)
+        if not equal:
+            finish(args, report)
+            sys.stderr.write(f"gochatd: {move.label}: validation found differences; see the "
+                             "report (cutover not attempted)\n")
+            return EXIT_DIFFERENT
+        if args.cutover:
+            try:
+                entry["cutover"] = cutover(ctx, move, window_s=args.window)
+            except CutoverBlocked as exc:
+                finish(args, report)
+                sys.stderr.write(f"gochatd: {exc}\n")
+                return EXIT_DIFFERENT
+    progress.done()
+    finish(args, report)
+    if not args.cutover:
+        sys.stderr.write("gochatd: validated; the source keeps serving: run with --cutover "
+                         "(or 'gochatd migrate cutover') to switch\n")
+    return 0
+
+
+def _copy(ctx: Context, move: Move, progress: Progress) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for scope, tables in move.scopes:
+        totals = {t.name: ctx.source.count(t, scope or None) for t in tables}
+
+        def shown(table: str, rows: int, scope: str = scope,
+                  totals: dict[str, int] = totals) -> None:
+            progress.update(label(scope), "copy", table, rows, totals.get(table))
+
+        out[scope] = copy_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
+                                state=ctx.state, destination_label=ctx.destination_label,
+                                batch_size=ctx.batch_size, on_batch=shown)
+        for name, entry in out[scope]["tables"].items():
+            shown(name, int(entry["rows"]))
+    progress.done()
+    return out
+
+
+def _catch_up(ctx: Context, move: Move, progress: Progress) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for scope, tables in move.scopes:
+        result = catch_up_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
+                                state=ctx.state, destination_label=ctx.destination_label,
+                                batch_size=ctx.batch_size, max_rounds=RUN_CATCH_UP_ROUNDS)
+        out[scope] = result
+        done = result.get("this_run", {})
+        progress.update(label(scope), "catch-up", f"lag {result.get('lag', 0)}",
+                        int(done.get("rows", 0)) + int(done.get("deletes", 0)), None)
+    progress.done()
+    return out
+
+
+def _validate(ctx: Context, move: Move, progress: Progress) -> tuple[dict[str, Any], bool]:
+    out: dict[str, Any] = {}
+    equal = True
+    for scope, tables in move.scopes:
+        result = validate_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
+                                state=ctx.state, destination_label=ctx.destination_label,
+                                batch_size=ctx.batch_size)
+        out[scope] = result
+        progress.done()
+        for name, entry in result["tables"].items():
+            verdict = "equal" if entry["equal"] else "DIFFERENT"
+            sys.stderr.write(f"{label(scope)[:20]:20} {'validate':9} {name:24} "
+                             f"{entry['source']['count']:>10} rows  {verdict}  sha256 "
+                             f"{entry['source']['sha256'][:16]}\n")
+        equal = equal and bool(result["equal"])
+    return out, equal
+
+
+def _run_dry(args: argparse.Namespace, source: Database, destination: Database) -> int:
+    report = Report("run", source.endpoint, destination.endpoint, dry_run=True)
+    check_source(source)
+    todo = moves(args, source, report)
+    destination_ready(destination, report, migrate=True, dry_run=True)
+    state = source_state(source, report, dry_run=True)
+    for move in todo:
+        route = get_route(source, move.key) if source.schema_version() >= 7 else None
+        print(f"{move.label}: route {route.state.value if route else 'none'}; would start "
+              "tracking, copy, catch up and validate"
+              + (", then cut over" if args.cutover else ""))
+        for scope, tables in move.scopes:
+            result = copy_scope(source, destination, scope=scope, tables=tables, state=state,
+                                destination_label=destination.endpoint.masked, dry_run=True)
+            for name, entry in result["tables"].items():
+                print(f"{label(scope)[:20]:20} {name:24} would copy {entry['would_copy']} rows")
+            report.scopes.append(result)
+    finish(args, report)
+    return 0
+
+
+def print_routes(source: Database) -> None:
+    """``status``: the routes and how much of the fleet has seen the latest change."""
+    routes = list_routes(source)
+    if not routes:
+        return
+    latest = max(r.version for r in routes)
+    ack = fleet_acks(source, latest)
+    print(f"{'ROUTE':20} {'STATE':12} {'VERSION':>8} DESTINATION")
+    for r in routes:
+        window = (f" (read-only window {'over' if r.window_over else 'until'} "
+                  f"{r.readonly_until:%Y-%m-%d %H:%M:%S} UTC)"
+                  if r.readonly_until is not None else "")
+        print(f"{label(r.tenant_id) if r.tenant_id != EVERY_TENANT else '* (every tenant)':20} "
+              f"{r.state.value:12} {r.version:>8} {r.destination}{window}")
+    print(f"daemons: {len(ack.acked)} of {len(ack.acked) + len(ack.waiting)} live have seen "
+          f"route version {latest}"
+          + (f"; waiting for {', '.join(ack.waiting[:5])}" if ack.waiting else ""))
+    print()
+
+
+__all__ = ["add_live_arguments", "cmd_cutover", "cmd_rollback", "cmd_run", "cmd_start",
+           "note", "print_routes"]

@@ -1,0 +1,263 @@
+"""The live phases of a move: start (the barrier), cutover and rollback.
+
+A move is one route row (a tenant, or ``*`` for ``--all``) and the scopes it carries (the
+tenant's tables; with ``--all`` every tenant plus the fleet-wide tables). Copy, catch-up
+and validate run per scope (copy.py, catch_up.py, validate.py); these phases change the
+route, so they run per move. Each records its progress in the StateStore under every scope
+of the move and can be re-run after a crash at any point:
+
+- start: the route goes to ``tracking``, the source watermark is recorded (the first re-run
+  keeps it), then the fleet barrier. Writes are tracked by the database's triggers whatever
+  the route says, so none is untracked while the barrier forms.
+- cutover: ``frozen`` (daemons hold the tenant's writes; the source refuses them), barrier,
+  final catch-up, a row-by-row check of everything changed since the last validation, the
+  destination's own watermark, then ``destination`` with a read-only window for the source.
+  A crash leaves the route frozen; re-running cutover finishes it, rollback abandons it.
+- rollback: only from ``destination`` (or an unfinished cutover), only while the destination
+  has no write of its own since the cutover and the read-only window is open, and only
+  after a full validation shows both sides equal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gochatd.migrate.backends import Database, MigrateError
+from gochatd.migrate.catch_up import catch_up_scope
+from gochatd.migrate.changes import safe_horizon
+from gochatd.migrate.routes import (
+    FleetAck,
+    destination_writes_after,
+    get_route,
+    route_url,
+    separate_job_ids,
+    set_route,
+    wait_for_fleet,
+)
+from gochatd.migrate.state import DONE, FAILED, RUNNING, StateStore
+from gochatd.migrate.tables import GLOBAL_SCOPE, Table
+from gochatd.migrate.validate import delta_check, validate_scope
+from gochatd.store.routes import EVERY_TENANT, RouteState
+
+START, CUTOVER, ROLLBACK = "start", "cutover", "rollback"
+VALIDATE, CATCH_UP = "validate", "catch-up"
+
+
+class CutoverBlocked(MigrateError):
+    """Validation found a difference: the cutover was undone (exit 3, keys named)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    #: The route row: a tenant id, or ``*`` (``--all``).
+    key: str
+    scopes: tuple[tuple[str, tuple[Table, ...]], ...]
+
+    @property
+    def label(self) -> str:
+        return "every tenant" if self.key == EVERY_TENANT else f"tenant {self.key!r}"
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant filter for whole-move queries (None: every tenant)."""
+        return None if self.key == EVERY_TENANT else self.key
+
+
+@dataclass(slots=True)
+class Context:
+    source: Database
+    destination: Database
+    state: StateStore
+    destination_label: str
+    batch_size: int
+    #: How long a barrier waits for the fleet's acknowledgements.
+    ack_timeout_s: float = 30.0
+    #: How long a transaction in progress may hold the horizon back.
+    horizon_timeout_s: float = 60.0
+    #: Called with one line of progress (the CLI prints it).
+    say: Callable[[str], None] = lambda line: None
+
+
+def _put(ctx: Context, move: Move, phase: str, status: str, report: dict[str, Any]) -> None:
+    for scope, _ in move.scopes:
+        ctx.state.put(scope, phase, ctx.destination_label, status, report)
+
+
+def start_watermark(ctx: Context, scope: str) -> int | None:
+    previous = ctx.state.get(scope, START, ctx.destination_label)
+    if previous is None or "watermark" not in previous.report:
+        return None
+    return int(previous.report["watermark"])
+
+
+def start(ctx: Context, move: Move) -> dict[str, Any]:
+    """Route the move to ``tracking``, record the watermark, wait for the fleet."""
+    route = get_route(ctx.source, move.key)
+    if route is not None and route.state in (RouteState.FROZEN, RouteState.DESTINATION):
+        raise MigrateError(f"{move.label} is already {route.state.value} to "
+                           f"{route.destination}: run 'gochatd migrate cutover' to finish "
+                           "or 'gochatd migrate rollback' to undo it")
+    fresh = route is None or route.state is RouteState.SOURCE
+    version = set_route(ctx.source, move.key, route_url(ctx.destination.endpoint),
+                        RouteState.TRACKING)
+    known = [w for w in (start_watermark(ctx, s) for s, _ in move.scopes) if w is not None]
+    watermark = min(known) if known and not fresh else safe_horizon(
+        ctx.source, timeout_s=ctx.horizon_timeout_s)
+    report: dict[str, Any] = {"route": move.key, "watermark": watermark, "version": version}
+    _put(ctx, move, START, RUNNING, report)
+    ack = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s)
+    report["fleet"] = ack.to_dict()
+    _put(ctx, move, START, DONE if ack.complete else FAILED, report)
+    if not ack.complete:
+        raise MigrateError(_not_acked(ack, "the dual-write barrier"))
+    ctx.say(f"{move.label}: tracking from change {watermark}; {len(ack.acked)} daemon(s) "
+            "acknowledged")
+    return report
+
+
+def adopt_new_scopes(ctx: Context, move: Move) -> None:
+    """``--all``: a tenant that appeared after start inherits the move's watermark (every
+    row it has was written after it, so catch-up carries it)."""
+    marks = [w for w in (start_watermark(ctx, s) for s, _ in move.scopes) if w is not None]
+    if not marks:
+        raise MigrateError(f"{move.label}: no migration started: run 'gochatd migrate start' "
+                           "first")
+    for scope, _ in move.scopes:
+        if start_watermark(ctx, scope) is None:
+            ctx.state.put(scope, START, ctx.destination_label, DONE,
+                          {"route": move.key, "watermark": min(marks), "adopted": True})
+
+
+def _validated_watermarks(ctx: Context, move: Move) -> dict[str, int]:
+    marks: dict[str, int] = {}
+    for scope, _ in move.scopes:
+        done = ctx.state.get(scope, VALIDATE, ctx.destination_label)
+        if done is None or done.status != DONE or "watermark" not in done.report:
+            raise MigrateError(f"{move.label}: {_scope_label(scope)} has no passing validation "
+                               "yet: run 'gochatd migrate validate' (or 'migrate run') first")
+        marks[scope] = int(done.report["watermark"])
+    return marks
+
+
+def cutover(ctx: Context, move: Move, *, window_s: float) -> dict[str, Any]:
+    route = get_route(ctx.source, move.key)
+    if route is None or route.state in (RouteState.SOURCE,):
+        raise MigrateError(f"{move.label}: no migration in progress: run 'gochatd migrate "
+                           "start' first")
+    if route.state is RouteState.DESTINATION:
+        ctx.say(f"{move.label}: already cut over")
+        previous = ctx.state.get(move.scopes[0][0], CUTOVER, ctx.destination_label)
+        return previous.report if previous is not None else {"route": move.key}
+    since = _validated_watermarks(ctx, move)
+    url = route_url(ctx.destination.endpoint)
+    frozen_at = time.monotonic()
+    version = set_route(ctx.source, move.key, url, RouteState.FROZEN)
+    report: dict[str, Any] = {"route": move.key, "frozen_version": version}
+    _put(ctx, move, CUTOVER, RUNNING, report)
+    ctx.say(f"{move.label}: frozen; waiting for the fleet")
+    report["fleet_frozen"] = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s).to_dict()
+    final: dict[str, Any] = {}
+    checks: dict[str, Any] = {}
+    for scope, tables in move.scopes:
+        final[scope] = catch_up_scope(
+            ctx.source, ctx.destination, scope=scope, tables=tables, state=ctx.state,
+            destination_label=ctx.destination_label, batch_size=ctx.batch_size)
+        checks[scope] = delta_check(ctx.source, ctx.destination, scope=scope, tables=tables,
+                                    since=since[scope])
+    report["final_catch_up"] = {s: _brief(r) for s, r in final.items()}
+    report["delta_check"] = checks
+    different = [(s, name, entry) for s, check in checks.items()
+                 for name, entry in check.get("tables", {}).items() if not entry["equal"]]
+    if different:
+        set_route(ctx.source, move.key, url, RouteState.TRACKING)  # writes flow again
+        _put(ctx, move, CUTOVER, FAILED, report)
+        scope, name, entry = different[0]
+        raise CutoverBlocked(
+            f"{move.label}: cutover blocked: {_scope_label(scope)} {name} differs at keys "
+            f"{entry.get('different', [])}; the route is back to tracking")
+    report["destination_watermark"] = safe_horizon(ctx.destination,
+                                                   timeout_s=ctx.horizon_timeout_s)
+    if move.key != EVERY_TENANT:
+        report["destination_job_ids_from"] = separate_job_ids(ctx.source, ctx.destination)
+    version = set_route(ctx.source, move.key, url, RouteState.DESTINATION, window_s=window_s)
+    report["frozen_s"] = round(time.monotonic() - frozen_at, 3)
+    report["destination_version"] = version
+    report["readonly_window_s"] = window_s
+    ack = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s)
+    report["fleet_destination"] = ack.to_dict()
+    _put(ctx, move, CUTOVER, DONE, report)
+    ctx.say(f"{move.label}: cut over to the destination after {report['frozen_s']} s frozen; "
+            f"{len(ack.acked)} daemon(s) acknowledged")
+    if not ack.complete:
+        ctx.say(_not_acked(ack, "the cutover") + " (they will follow on their next refresh; "
+                "the source refuses their writes meanwhile)")
+    return report
+
+
+def rollback(ctx: Context, move: Move) -> dict[str, Any]:
+    route = get_route(ctx.source, move.key)
+    if route is None or route.state in (RouteState.SOURCE, RouteState.TRACKING):
+        raise MigrateError(f"{move.label}: nothing to roll back: it was not cut over")
+    url = route.destination
+    report: dict[str, Any] = {"route": move.key, "from_state": route.state.value}
+    if route.state is RouteState.DESTINATION:
+        if route.window_over:
+            raise MigrateError(f"{move.label}: rollback refused: the source's read-only window "
+                               f"ended at {route.readonly_until}")
+        marks = [_cutover_mark(ctx, scope) for scope, _ in move.scopes]
+        since = min(m for m in marks if m is not None) if any(
+            m is not None for m in marks) else None
+        if since is None:
+            raise MigrateError(f"{move.label}: rollback refused: no cutover record to check "
+                               "the destination against")
+        writes = destination_writes_after(ctx.destination, move.tenant, since)
+        report["destination_writes"] = writes
+        if writes:
+            raise MigrateError(
+                f"{move.label}: rollback refused: the destination has {writes} write(s) of "
+                "its own since the cutover, which the source does not have; rolling back "
+                "would lose them")
+        checks = {scope: validate_scope(
+            ctx.source, ctx.destination, scope=scope, tables=tables, state=ctx.state,
+            destination_label=ctx.destination_label, batch_size=ctx.batch_size)
+            for scope, tables in move.scopes}
+        report["validate"] = checks
+        unequal = [(s, n) for s, c in checks.items()
+                   for n, e in c.get("tables", {}).items() if not e["equal"]]
+        if unequal:
+            raise CutoverBlocked(f"{move.label}: rollback refused: {_scope_label(unequal[0][0])} "
+                                 f"{unequal[0][1]} differs between source and destination")
+    version = set_route(ctx.source, move.key, url, RouteState.SOURCE)
+    ack = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s)
+    report["fleet"] = ack.to_dict()
+    _put(ctx, move, ROLLBACK, DONE, report)
+    ctx.say(f"{move.label}: rolled back; the source is the writer again")
+    return report
+
+
+def _cutover_mark(ctx: Context, scope: str) -> int | None:
+    done = ctx.state.get(scope, CUTOVER, ctx.destination_label)
+    if done is None or "destination_watermark" not in done.report:
+        return None
+    return int(done.report["destination_watermark"])
+
+
+def _brief(report: dict[str, Any]) -> dict[str, Any]:
+    return {k: report[k] for k in ("rows", "deletes", "rounds", "applied") if k in report}
+
+
+def _not_acked(ack: FleetAck, what: str) -> str:
+    names = ", ".join(ack.waiting[:5])
+    return (f"{len(ack.waiting)} live daemon(s) did not acknowledge {what} within "
+            f"{ack.seconds:.0f} s: {names}")
+
+
+def _scope_label(scope: str) -> str:
+    return "the fleet-wide tables" if scope == GLOBAL_SCOPE else f"tenant {scope!r}"
+
+
+__all__: Sequence[str] = ["Context", "CutoverBlocked", "Move", "adopt_new_scopes", "cutover",
+                          "rollback", "start"]

@@ -1,0 +1,142 @@
+"""The migrator's side of tenant routes: set a route's state, and wait for the fleet.
+
+Routes live in the source (the daemons' home database); the states are described in
+sql/<dialect>/0007_change_tracking.up.sql and store/routes.py. Every change raises the
+table's version; each daemon polls it (loops/routes.py) and acknowledges what it has seen
+in ``gochatd_route_acks``. ``wait_for_fleet`` is the barrier: it returns once every live
+daemon (one that acknowledged within ``LIVE_S`` by the database clock) has seen a version.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from gochatd.migrate.backends import Database, Endpoint, query, sqlite_path
+from gochatd.migrate.canonical import epoch_to_utc
+from gochatd.store.routes import EVERY_TENANT, RouteState
+
+#: A daemon that acknowledged within this many seconds counts as live (it re-acks every 5).
+LIVE_S = 15.0
+#: How often the barrier re-reads the acknowledgements.
+_POLL_S = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRow:
+    tenant_id: str
+    state: RouteState
+    destination: str
+    version: int
+    readonly_until: datetime | None
+    window_over: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FleetAck:
+    """The barrier's outcome: which live daemons have seen the version, and which not."""
+
+    version: int
+    acked: tuple[str, ...]
+    waiting: tuple[str, ...]
+    seconds: float
+
+    @property
+    def complete(self) -> bool:
+        return not self.waiting
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "acked": len(self.acked), "live": len(self.acked)
+                + len(self.waiting), "waiting_for": list(self.waiting),
+                "seconds": round(self.seconds, 3)}
+
+
+def route_key(scope: str | None) -> str:
+    """The route row of a scope: a tenant's own, or the every-tenant one for ``--all``."""
+    return EVERY_TENANT if scope is None else scope
+
+
+def route_url(destination: Endpoint) -> str:
+    """What a route stores: no password (the daemons get it from PGPASSWORD or .pgpass,
+    libpq's own places), and a SQLite path made absolute so every daemon finds the file."""
+    if destination.dialect == "sqlite":
+        return "sqlite:///" + str(Path(sqlite_path(destination.url)).resolve())
+    parts = urlsplit(destination.url)
+    if parts.password is None:
+        return destination.url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = (f"{parts.username}@" if parts.username else "") + host
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def get_route(source: Database, key: str) -> RouteRow | None:
+    rows = source.fetch(query(source.dialect, "route_get"), {"tenant": key})
+    return _row(rows[0]) if rows else None
+
+
+def list_routes(source: Database) -> list[RouteRow]:
+    return [_row(r) for r in source.fetch(query(source.dialect, "route_list"))]
+
+
+def set_route(source: Database, key: str, destination: str, state: RouteState, *,
+              window_s: float | None = None) -> int:
+    """Upsert the route; the new table version."""
+    rows = source.fetch(query(source.dialect, "route_set"), {
+        "tenant": key, "destination": destination, "state": state.value,
+        "window_s": window_s})
+    return int(rows[0][0])
+
+
+def fleet_acks(source: Database, version: int) -> FleetAck:
+    acks = source.fetch(query(source.dialect, "route_acks"), {"live_s": LIVE_S})
+    return FleetAck(version, tuple(w for w, v in acks if int(v) >= version),
+                    tuple(w for w, v in acks if int(v) < version), 0.0)
+
+
+def wait_for_fleet(source: Database, version: int, timeout_s: float) -> FleetAck:
+    """Poll the acknowledgements until every live daemon has seen ``version`` or the
+    timeout passes; the last reading either way."""
+    started = time.monotonic()
+    while True:
+        seen = fleet_acks(source, version)
+        elapsed = time.monotonic() - started
+        if seen.complete or elapsed >= timeout_s:
+            return FleetAck(seen.version, seen.acked, seen.waiting, elapsed)
+        time.sleep(_POLL_S)
+
+
+def destination_writes_after(destination: Database, tenant: str | None, after: int) -> int:
+    """Rows of the scope the destination itself wrote after ``after`` (its own counter)."""
+    rows = destination.fetch(query(destination.dialect, "destination_writes_after"),
+                             {"tenant": tenant, "after": after})
+    return int(rows[0][0])
+
+
+#: Room left between the source's ids and the destination's after a partial move: both
+#: keep allocating, and an id must name one job in the fleet.
+ID_GAP = 1 << 40
+
+
+def separate_job_ids(source: Database, destination: Database) -> int:
+    """Put the destination's next job ids far above the source's; the floor set."""
+    floor = int(source.fetch(query(source.dialect, "last_job_id"))[0][0]) + ID_GAP
+    destination.execute(query(destination.dialect, "job_id_floor"), {"floor": floor})
+    if destination.dialect == "sqlite":
+        destination.execute(query(destination.dialect, "job_id_floor_existing"),
+                            {"floor": floor})
+    return floor
+
+
+def _row(row: tuple[Any, ...]) -> RouteRow:
+    tenant, state, destination, version, until, over = row
+    if until is not None and not isinstance(until, datetime):
+        until = epoch_to_utc(float(until))  # SQLite keeps epoch seconds
+    return RouteRow(tenant, RouteState(state), destination, int(version), until, bool(over))
