@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_bench_args(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--scenario", metavar="S[,S…]",
-                       help="throughput, latency, daemon, backlog, soak, idle-in-tx or all "
+                       help="throughput, latency, daemon, backlog, soak, idle-in-tx, migrate or all "
                        "(default: throughput,latency,daemon; with --smoke: all)")
     bench.add_argument("--backend", metavar="B[,B…]", default="all",
                        help="sqlite, postgres (polling), postgres+redis or all (default)")
@@ -140,6 +140,8 @@ def _add_bench_args(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--jobs", type=_positive_int, help="jobs per throughput run (10000)")
     bench.add_argument("--soak-jobs", type=_positive_int, help="soak length (1000000)")
     bench.add_argument("--backlog-jobs", type=_positive_int, help="big backlog (1000000)")
+    bench.add_argument("--migrate-jobs", type=_positive_int,
+                       help="jobs the migrate scenario moves SQLite -> PostgreSQL (1000000)")
     bench.add_argument("--idle-tx-minutes", type=_positive_float,
                        help="how long the idle-in-transaction holder holds (10)")
     bench.add_argument("--idle-tx-rate", type=_positive_float,

@@ -8,6 +8,8 @@ as a table (figure, target, measured, pass/miss) and, with ``--json``, written a
     daemon_process.py  CPU per job and RSS of a real ``gochatd serve``; the 1M-job soak
     backlog.py         claim latency and rate with a 1M backlog vs a 10k one    (PostgreSQL)
     idle_tx.py         an idle-in-transaction holder under steady load          (PostgreSQL)
+    migrate.py         a live move of 1M jobs SQLite -> PostgreSQL, phase by phase
+    migrate_overhead.py  the enqueue cost of 0007's change tracking             (both)
     profiling.py       ``--profile``: pyinstrument over one drain
 """
 
@@ -36,7 +38,8 @@ async def run_bench(args: argparse.Namespace) -> int:
         "smoke": opts.smoke, "concurrency": opts.concurrency, "producers": opts.producers,
         "sizes": f"N={sizes.jobs}, soak {sizes.soak_jobs}, backlog {sizes.backlog_small} vs "
                  f"{sizes.backlog_big}, idle-in-tx {sizes.idle_tx_hold_s:g}s at "
-                 f"{sizes.idle_tx_rate:g}/s" + (", smoke" if opts.smoke else ""),
+                 f"{sizes.idle_tx_rate:g}/s, migrate {sizes.migrate_jobs}"
+                 + (", smoke" if opts.smoke else ""),
         "size_values": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
     })
     if "postgres+redis" in opts.backends:
@@ -95,6 +98,10 @@ async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> No
         from gochatd.bench.idle_tx import run_idle_tx
 
         await run_idle_tx(opts, report)
+    elif scenario == "migrate":
+        from gochatd.bench.migrate import run_migrate
+
+        await run_migrate(opts, report)
 
 
 __all__ = ["BenchOptions", "run_bench"]

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")
-SCENARIOS = ("throughput", "latency", "daemon", "backlog", "soak", "idle-in-tx")
+SCENARIOS = ("throughput", "latency", "daemon", "backlog", "soak", "idle-in-tx", "migrate")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
 CORE_SCENARIOS = ("throughput", "latency", "daemon")
 DEFAULT_PG = "postgresql://root@127.0.0.1:5432/test"
@@ -32,17 +32,26 @@ class Sizes:
     idle_tx_clean_s: float
     idle_tx_rate: float
     stats_interval_s: float  # idle-in-tx: pg_stat_user_tables sampling
+    migrate_jobs: int  # migrate: jobs moved SQLite -> PostgreSQL
+    migrate_rounds: int  # migrate: tracking cost, rounds over the variants
+    migrate_samples: int  # ... sequential enqueues per variant and round
+    migrate_batches: int  # ... enqueue_many calls per variant and round
+    migrate_batch: int  # ... jobs per enqueue_many
 
 
 FULL = Sizes(
     jobs=10_000, idle_samples=200, half_load_s=10.0, delayed_jobs=200, delayed_ahead_s=0.2,
     soak_jobs=1_000_000, backlog_small=10_000, backlog_big=1_000_000, backlog_rounds=25,
     idle_tx_hold_s=600.0, idle_tx_clean_s=60.0, idle_tx_rate=1000.0, stats_interval_s=10.0,
+    migrate_jobs=1_000_000, migrate_rounds=7, migrate_samples=300, migrate_batches=3,
+    migrate_batch=1_000,
 )
 SMOKE = Sizes(
     jobs=300, idle_samples=20, half_load_s=1.0, delayed_jobs=20, delayed_ahead_s=0.2,
     soak_jobs=2_000, backlog_small=2_000, backlog_big=10_000, backlog_rounds=5,
     idle_tx_hold_s=2.0, idle_tx_clean_s=1.0, idle_tx_rate=200.0, stats_interval_s=0.5,
+    migrate_jobs=2_000, migrate_rounds=2, migrate_samples=30, migrate_batches=1,
+    migrate_batch=200,
 )
 
 
@@ -88,7 +97,7 @@ def from_args(args: argparse.Namespace) -> BenchOptions:
     backends = _split(args.backend, BACKENDS, "--backend")
     changes = {
         "jobs": args.jobs, "soak_jobs": args.soak_jobs, "backlog_big": args.backlog_jobs,
-        "idle_tx_rate": args.idle_tx_rate,
+        "idle_tx_rate": args.idle_tx_rate, "migrate_jobs": args.migrate_jobs,
         "idle_tx_hold_s": None if args.idle_tx_minutes is None else args.idle_tx_minutes * 60,
     }
     fields = {name: getattr(base, name) for name in base.__dataclass_fields__}
@@ -96,6 +105,8 @@ def from_args(args: argparse.Namespace) -> BenchOptions:
     sizes = Sizes(**fields)
     if sizes.jobs < 100:
         raise ValueError("--jobs: expected at least 100")
+    if sizes.migrate_jobs < 100:
+        raise ValueError("--migrate-jobs: expected at least 100")
     if sizes.backlog_big < sizes.backlog_small:
         raise ValueError(f"--backlog-jobs: expected at least {sizes.backlog_small}")
     pg = args.database_url or os.environ.get("GOCHAT_DATABASE_URL") or DEFAULT_PG

@@ -87,6 +87,26 @@ ROWS: tuple[Row, ...] = (
         "idle_tx.p99_ratio", "x", _at_most(2.0), "idle-in-tx"),
     Row("idle_tx_dead_tuples", "idle-in-tx holder: peak n_dead_tup (reclaimed after)",
         "bounded, documented", "idle_tx.dead_tuples_peak", "tuples", None, "idle-in-tx"),
+    # Issue 7 sets no targets for a live move: these are reported, judged by the reader.
+    Row("migrate_copy", "migrate SQLite -> PG: copy", "report",
+        "migrate.copy_rows_per_s", "rows/s", None, "migrate"),
+    Row("migrate_catch_up", "migrate SQLite -> PG: catch-up", "report",
+        "migrate.catch_up_rows_per_s", "rows/s", None, "migrate"),
+    Row("migrate_validate", "migrate SQLite -> PG: validate (both sides)", "report",
+        "migrate.validate_rows_per_s", "rows/s", None, "migrate"),
+    Row("migrate_frozen", "migrate SQLite -> PG: cutover, writes frozen", "report",
+        "migrate.cutover_frozen_ms", "ms", None, "migrate"),
+    *(row for dialect, shown in (("sqlite", "SQLite"), ("postgres", "PG")) for row in (
+        Row(f"tracking_{dialect}_p50", f"tracking cost, {shown} enqueue p50 (triggers, no route)",
+            "report", f"migrate.{dialect}_shipped_p50_delta_us", "us", None, "migrate"),
+        Row(f"tracking_{dialect}_p50_route", f"tracking cost, {shown} enqueue p50 (tracking)",
+            "report", f"migrate.{dialect}_tracking_p50_delta_us", "us", None, "migrate"),
+        Row(f"tracking_{dialect}_p99_route", f"tracking cost, {shown} enqueue p99 (tracking)",
+            "report", f"migrate.{dialect}_tracking_p99_delta_us", "us", None, "migrate"),
+        Row(f"tracking_{dialect}_batch_route",
+            f"tracking cost, {shown} enqueue_many per job (tracking)", "report",
+            f"migrate.{dialect}_tracking_batch_delta_pct", "%", None, "migrate"),
+    )),
 )
 
 

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 
 #: Between two full batches: lets claims and finishes through.
 PAUSE_S = 0.05
+#: Delete-tombstones (change tracking for ``gochatd migrate``) are kept this long: longer
+#: than the longest read-only window a cutover accepts, so a rollback's check still sees
+#: every delete the destination made.
+TOMBSTONES_KEEP_S = 31 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,10 @@ async def prune_once(
                 break
             await trio.sleep(pause_s)
         pruned[status] = total
-    return pruned
+    while True:
+        if await store.prune_change_tombstones(TOMBSTONES_KEEP_S, policy.batch) < policy.batch:
+            return pruned
+        await trio.sleep(pause_s)
 
 
 async def count_prunable(store: JobStore, policy: RetentionPolicy) -> dict[JobStatus, int]:

@@ -176,7 +176,8 @@ def cmd_run(args: argparse.Namespace, source: Database, destination: Database | 
             return EXIT_DIFFERENT
         if args.cutover:
             try:
-                entry["cutover"] = cutover(ctx, move, window_s=args.window)
+                entry["cutover"] = cutover(ctx, move, window_s=args.window,
+                                           validated=entry["validate"])
             except CutoverBlocked as exc:
                 finish(args, report)
                 sys.stderr.write(f"gochatd: {exc}\n")

@@ -131,18 +131,38 @@ def adopt_new_scopes(ctx: Context, move: Move) -> None:
                           {"route": move.key, "watermark": min(marks), "adopted": True})
 
 
-def _validated_watermarks(ctx: Context, move: Move) -> dict[str, int]:
+def validate_move(ctx: Context, move: Move) -> dict[str, dict[str, Any]]:
+    """Each scope's live validation (validate.py), recorded in the StateStore."""
+    return {scope: validate_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
+                                  state=ctx.state, destination_label=ctx.destination_label,
+                                  batch_size=ctx.batch_size)
+            for scope, tables in move.scopes}
+
+
+def _first_difference(checks: dict[str, dict[str, Any]]) -> tuple[str, str, list[Any]] | None:
+    """(scope, table, first differing keys) of a validation or delta check, if any."""
+    for scope, check in checks.items():
+        for name, entry in check.get("tables", {}).items():
+            if not entry["equal"]:
+                named = entry.get("first_differing_keys", {})  # validate: {key column: keys}
+                keys: list[Any] = entry.get("different") or next(iter(named.values()), [])
+                return scope, str(name), list(keys)
+    return None
+
+
+def _recorded_watermarks(ctx: Context, move: Move) -> dict[str, int] | None:
     marks: dict[str, int] = {}
     for scope, _ in move.scopes:
         done = ctx.state.get(scope, VALIDATE, ctx.destination_label)
         if done is None or done.status != DONE or "watermark" not in done.report:
-            raise MigrateError(f"{move.label}: {_scope_label(scope)} has no passing validation "
-                               "yet: run 'gochatd migrate validate' (or 'migrate run') first")
+            return None
         marks[scope] = int(done.report["watermark"])
     return marks
 
 
-def cutover(ctx: Context, move: Move, *, window_s: float) -> dict[str, Any]:
+def cutover(ctx: Context, move: Move, *, window_s: float,
+            validated: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``validated``: this move's validation just done by the caller (``run``)."""
     route = get_route(ctx.source, move.key)
     if route is None or route.state in (RouteState.SOURCE,):
         raise MigrateError(f"{move.label}: no migration in progress: run 'gochatd migrate "
@@ -151,7 +171,20 @@ def cutover(ctx: Context, move: Move, *, window_s: float) -> dict[str, Any]:
         ctx.say(f"{move.label}: already cut over")
         previous = ctx.state.get(move.scopes[0][0], CUTOVER, ctx.destination_label)
         return previous.report if previous is not None else {"route": move.key}
-    since = _validated_watermarks(ctx, move)
+    if route.state is RouteState.TRACKING:
+        # Validate first, while writes still flow: the frozen window then only has to
+        # check what changed since (the delta check), however big the tenant is.
+        checks = validated if validated is not None else validate_move(ctx, move)
+        found = _first_difference(checks)
+        if found is not None:
+            scope, name, keys = found
+            raise CutoverBlocked(f"{move.label}: cutover blocked: {_scope_label(scope)} {name} "
+                                 f"differs at keys {keys}; the route stays tracking")
+        since = {scope: int(check["watermark"]) for scope, check in checks.items()}
+    else:  # resuming a cutover that stopped while frozen
+        recorded = _recorded_watermarks(ctx, move)
+        since = recorded if recorded is not None else {
+            scope: int(check["watermark"]) for scope, check in validate_move(ctx, move).items()}
     url = route_url(ctx.destination.endpoint)
     frozen_at = time.monotonic()
     version = set_route(ctx.source, move.key, url, RouteState.FROZEN)
@@ -160,24 +193,23 @@ def cutover(ctx: Context, move: Move, *, window_s: float) -> dict[str, Any]:
     ctx.say(f"{move.label}: frozen; waiting for the fleet")
     report["fleet_frozen"] = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s).to_dict()
     final: dict[str, Any] = {}
-    checks: dict[str, Any] = {}
+    deltas: dict[str, Any] = {}
     for scope, tables in move.scopes:
         final[scope] = catch_up_scope(
             ctx.source, ctx.destination, scope=scope, tables=tables, state=ctx.state,
             destination_label=ctx.destination_label, batch_size=ctx.batch_size)
-        checks[scope] = delta_check(ctx.source, ctx.destination, scope=scope, tables=tables,
+        deltas[scope] = delta_check(ctx.source, ctx.destination, scope=scope, tables=tables,
                                     since=since[scope])
     report["final_catch_up"] = {s: _brief(r) for s, r in final.items()}
-    report["delta_check"] = checks
-    different = [(s, name, entry) for s, check in checks.items()
-                 for name, entry in check.get("tables", {}).items() if not entry["equal"]]
-    if different:
+    report["delta_check"] = deltas
+    found = _first_difference(deltas)
+    if found is not None:
         set_route(ctx.source, move.key, url, RouteState.TRACKING)  # writes flow again
         _put(ctx, move, CUTOVER, FAILED, report)
-        scope, name, entry = different[0]
+        scope, name, keys = found
         raise CutoverBlocked(
             f"{move.label}: cutover blocked: {_scope_label(scope)} {name} differs at keys "
-            f"{entry.get('different', [])}; the route is back to tracking")
+            f"{keys}; the route is back to tracking")
     report["destination_watermark"] = safe_horizon(ctx.destination,
                                                    timeout_s=ctx.horizon_timeout_s)
     if move.key != EVERY_TENANT:
@@ -220,16 +252,12 @@ def rollback(ctx: Context, move: Move) -> dict[str, Any]:
                 f"{move.label}: rollback refused: the destination has {writes} write(s) of "
                 "its own since the cutover, which the source does not have; rolling back "
                 "would lose them")
-        checks = {scope: validate_scope(
-            ctx.source, ctx.destination, scope=scope, tables=tables, state=ctx.state,
-            destination_label=ctx.destination_label, batch_size=ctx.batch_size)
-            for scope, tables in move.scopes}
+        checks = validate_move(ctx, move)
         report["validate"] = checks
-        unequal = [(s, n) for s, c in checks.items()
-                   for n, e in c.get("tables", {}).items() if not e["equal"]]
-        if unequal:
-            raise CutoverBlocked(f"{move.label}: rollback refused: {_scope_label(unequal[0][0])} "
-                                 f"{unequal[0][1]} differs between source and destination")
+        found = _first_difference(checks)
+        if found is not None:
+            raise CutoverBlocked(f"{move.label}: rollback refused: {_scope_label(found[0])} "
+                                 f"{found[1]} differs between source and destination")
     version = set_route(ctx.source, move.key, url, RouteState.SOURCE)
     ack = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s)
     report["fleet"] = ack.to_dict()

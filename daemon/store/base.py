@@ -100,6 +100,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
         (``updated_at``) is older than ``older_than_s`` by the database clock; the count."""
         ...
 
+    async def prune_change_tombstones(self, older_than_s: float, limit: int) -> int:
+        """Delete up to ``limit`` delete-tombstones (``gochatd migrate``'s change tracking)
+        older than ``older_than_s``, unless a move is being tracked; the count."""
+        ...
+
     async def count_prunable_jobs(self, status: JobStatus, older_than_s: float) -> int:
         """How many jobs ``prune_finished_jobs`` would delete (``jobs prune --dry-run``)."""
         ...

@@ -117,6 +117,8 @@ class RoutedStore:
             if version == self.routes.version and not force:
                 return self.routes
             table = route_table(await self.home.list_routes())
+            # The first read (at open) is routine; later ones are the moves themselves.
+            say = self._log.info if self.routes.version else self._log.debug
             for url in sorted(table.destinations() - set(self._destinations)):
                 store = self._open_destination(url)
                 try:
@@ -126,10 +128,10 @@ class RoutedStore:
                     raise
                 store.tenant_limits = self._limits
                 self._destinations[url] = store
-                self._log.info("route_destination_opened", destination=mask_url(url))
+                say("route_destination_opened", destination=mask_url(url))
             self._apply(table)
-            self._log.info("routes_changed", version=table.version,
-                     routes={t: r.state.value for t, r in table.routes.items()})
+            say("routes_changed", version=table.version,
+                routes={t: r.state.value for t, r in table.routes.items()})
             return table
 
     def _apply(self, table: RouteTable) -> None:
@@ -397,6 +399,10 @@ class RoutedStore:
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         return sum(await self._each(
             lambda s: s.prune_finished_jobs(status, older_than_s, limit)))
+
+    async def prune_change_tombstones(self, older_than_s: float, limit: int) -> int:
+        stores = self._all_stores()  # tombstones have no tenant scope: every database
+        return sum([await s.prune_change_tombstones(older_than_s, limit) for s in stores])
 
     async def count_prunable_jobs(self, status: JobStatus, older_than_s: float) -> int:
         return sum(await self._each(lambda s: s.count_prunable_jobs(status, older_than_s)))

@@ -212,6 +212,11 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
 
     # -- retention -------------------------------------------------------------------------
 
+    async def prune_change_tombstones(self, older_than_s: float, limit: int) -> int:
+        rows = await self._write("prune_change_tombstones",
+                                 {"older_than_s": older_than_s, "limit": limit})
+        return len(rows)
+
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         if status not in TERMINAL:
             raise ValueError(f"only finished jobs are pruned, not {status}")

@@ -466,6 +466,14 @@ SELECT txid_current();
 -- What autovacuum would do, now: so that every measured backlog starts from the same state.
 VACUUM (ANALYZE) background_jobs;
 
+-- name: bench_migrate_untracked
+-- The baseline the tracking cost is measured against: the 0007 trigger (numbering and
+-- read-only guard) removed from a scratch database. Run as a script.
+DROP TRIGGER background_jobs_track_change ON background_jobs;
+DROP TRIGGER reply_outbox_track_change ON reply_outbox;
+DROP TRIGGER gochatd_queue_pauses_track_change ON gochatd_queue_pauses;
+DROP TRIGGER gochatd_periodic_slots_track_change ON gochatd_periodic_slots;
+
 -- ---------------------------------------------------------------------------------------
 -- Per-tenant concurrency (tenants.<id>.max_running). Used only when some tenant has a limit;
 -- without limits the claims above run unchanged. A claim that involves limited tenants takes
@@ -566,3 +574,16 @@ ON CONFLICT (worker_id) DO UPDATE SET version = excluded.version, acked_at = now
 
 -- name: forget_route_ack
 DELETE FROM gochatd_route_acks WHERE worker_id = %(worker_id)s;
+
+-- name: prune_change_tombstones
+-- Tombstones (migration 0007) only matter to a move in progress, or to a rollback's check
+-- of the destination's own deletes: kept for :older_than_s (longer than any read-only
+-- window), and not at all pruned while this database has a route being tracked or frozen.
+DELETE FROM gochatd_change_tombstones
+WHERE change_seq IN (
+    SELECT change_seq FROM gochatd_change_tombstones
+    WHERE deleted_at < now() - make_interval(secs => %(older_than_s)s)
+      AND NOT EXISTS (SELECT 1 FROM gochatd_routes WHERE state IN ('tracking', 'frozen'))
+    ORDER BY change_seq
+    LIMIT %(limit)s)
+RETURNING change_seq;

@@ -180,3 +180,29 @@ async def test_concurrent_pruners_share_the_work(store: JobStore, backend_url: s
             nursery.start_soon(prune, other)
     assert sum(totals) == len(jobs), "every row deleted once, none twice"
     assert await row_count(backend_url) == 0
+
+
+async def _tombstones(url: str) -> int:
+    return int((await raw_sql(url, "SELECT count(*) FROM gochatd_change_tombstones"))[0][0])
+
+
+async def test_retention_prunes_old_delete_tombstones_unless_a_move_is_tracked(
+    store: JobStore, backend_url: str
+) -> None:
+    policy = RetentionPolicy(completed_s=DAY_S, dead_s=0, cancelled_s=0, batch=2)
+    old = await _finished(store, Outcome.COMPLETED, 3)
+    await _age(backend_url, [j.id for j in old], 2 * DAY_S)
+    assert await prune_once(store, policy, pause_s=0) == {JobStatus.COMPLETED: 3}
+    # Each delete left a tombstone (gochatd migrate's change tracking); they are young.
+    assert await _tombstones(backend_url) == 3
+    age = ("deleted_at - make_interval(days => 40)" if is_postgres(backend_url)
+           else "deleted_at - 40 * 86400")
+    await raw_sql(backend_url, f"UPDATE gochatd_change_tombstones SET deleted_at = {age}", [])
+    # While a move is being tracked they are its change log: kept.
+    await raw_sql(backend_url, "INSERT INTO gochatd_routes (tenant_id, destination, state, "
+                  "version) VALUES ('t9', 'sqlite:////x.db', 'tracking', 1)", [])
+    await prune_once(store, policy, pause_s=0)
+    assert await _tombstones(backend_url) == 3
+    await raw_sql(backend_url, "UPDATE gochatd_routes SET state = 'destination'", [])
+    await prune_once(store, policy, pause_s=0)  # in batches of 2
+    assert await _tombstones(backend_url) == 0

@@ -1,0 +1,162 @@
+"""What the change tracking of migration 0007 adds to an enqueue, on SQLite and PostgreSQL.
+
+Three scratch databases per backend, each at the latest schema and written only through
+the store (``open_store``, what the daemon and ``Client`` use underneath):
+
+- ``untracked``: the 0007 triggers dropped (``bench_migrate_untracked``): the baseline;
+- ``shipped``: the triggers as shipped, no route (every database pays this);
+- ``tracking``: the triggers, and the enqueuing tenant's route in state ``tracking`` (a
+  migration in progress; the route is set with the migrator's own ``set_route``).
+
+``migrate_rounds`` rounds; in each, every variant (in a rotated order) takes
+``migrate_samples`` sequential single-job enqueues, each timed, then ``migrate_batches``
+``enqueue_many`` calls of ``migrate_batch`` jobs. A variant's p50/p99 is the median over
+rounds of each round's p50/p99; deltas compare a variant's medians with ``untracked``."""
+
+from __future__ import annotations
+
+import sqlite3
+import statistics
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+import psycopg
+import trio
+
+from gochatd.bench.options import BenchOptions
+from gochatd.bench.report import Report, progress
+from gochatd.bench.scratch import scratch_database
+from gochatd.bench.stats import percentile
+from gochatd.migrate.backends import Database, parse_endpoint, sqlite_path
+from gochatd.migrate.routes import set_route
+from gochatd.model import EnqueueRequest
+from gochatd.store import JobStore, open_store
+from gochatd.store.queries import load_queries
+from gochatd.store.routes import RouteState
+
+VARIANTS = ("untracked", "shipped", "tracking")
+DIALECTS = ("sqlite", "postgres")
+TENANT = "acme"
+WARM_UP = 20
+#: A chat message's worth of payload (~100 bytes as JSON).
+PAYLOAD: dict[str, Any] = {"chat_id": 100042, "message_id": 7700123, "lang": "en",
+                           "text": "where is my order? it said two days and it has been four"}
+
+
+async def run_overhead(opts: BenchOptions, report: Report) -> None:
+    figures: dict[str, Any] = {}
+    for dialect in DIALECTS:
+        progress(f"  migrate: tracking cost on {dialect}")
+        figures.update(await _measure(opts, dialect))
+    report.put("migrate", figures)
+
+
+async def _measure(opts: BenchOptions, dialect: str) -> dict[str, Any]:
+    sizes = opts.sizes
+    async with AsyncExitStack() as stack:
+        stores: dict[str, JobStore] = {}
+        urls: dict[str, str] = {}
+        for variant in VARIANTS:
+            url = await stack.enter_async_context(scratch_database(dialect, opts.pg_server))
+            urls[variant] = url
+            store = open_store(url, pool_size=1)
+            await store.open()
+            stack.push_async_callback(store.close)
+            await store.migrate()
+            await trio.to_thread.run_sync(_prepare, url, variant)
+            stores[variant] = store
+        for store in stores.values():
+            for _ in range(WARM_UP):
+                await store.enqueue(_request())
+        singles: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
+        batches: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        for round_no in range(sizes.migrate_rounds):
+            order = VARIANTS[round_no % 3:] + VARIANTS[:round_no % 3]
+            for variant in order:
+                store = stores[variant]
+                singles[variant].append(await _singles(store, sizes.migrate_samples))
+                for _ in range(sizes.migrate_batches):
+                    batches[variant].append(await _batch(store, sizes.migrate_batch))
+        figures = _figures(dialect, singles, batches, sizes.migrate_batch)
+        for variant, url in urls.items():
+            # Proof that each variant is what it claims: the baseline numbered nothing.
+            figures[f"{dialect}_{variant}_changes_numbered"] = await trio.to_thread.run_sync(
+                _changes_numbered, url)
+    return figures
+
+
+def _prepare(url: str, variant: str) -> None:
+    if variant == "untracked":
+        script = load_queries("postgres" if url.startswith("postgres") else "sqlite")[
+            "bench_migrate_untracked"]
+        if url.startswith("postgres"):
+            # No parameters: psycopg sends the script as one simple query.
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(script.encode())
+        else:
+            lite = sqlite3.connect(sqlite_path(url))
+            try:
+                lite.executescript(script)
+            finally:
+                lite.close()
+    elif variant == "tracking":
+        db = Database(parse_endpoint("source", url))
+        try:
+            set_route(db, TENANT, "postgresql://bench-destination/gochatd", RouteState.TRACKING)
+        finally:
+            db.close()
+
+
+def _changes_numbered(url: str) -> int:
+    db = Database(parse_endpoint("source", url))
+    try:
+        return db.change_counter()
+    finally:
+        db.close()
+
+
+def _request() -> EnqueueRequest:
+    return EnqueueRequest("chat:reply", PAYLOAD, tenant_id=TENANT)
+
+
+async def _singles(store: JobStore, samples: int) -> tuple[float, float]:
+    """(p50, p99) in µs of ``samples`` sequential enqueues."""
+    took: list[float] = []
+    for _ in range(samples):
+        request = _request()
+        t0 = time.perf_counter()
+        await store.enqueue(request)
+        took.append((time.perf_counter() - t0) * 1e6)
+    return percentile(took, 50), percentile(took, 99)
+
+
+async def _batch(store: JobStore, size: int) -> float:
+    """ms of one ``enqueue_many`` of ``size`` jobs."""
+    requests = [_request() for _ in range(size)]
+    t0 = time.perf_counter()
+    await store.enqueue_many(requests)
+    return (time.perf_counter() - t0) * 1000
+
+
+def _figures(dialect: str, singles: dict[str, list[tuple[float, float]]],
+             batches: dict[str, list[float]], batch_size: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for variant in VARIANTS:
+        name = f"{dialect}_{variant}"
+        out[f"{name}_p50_us"] = statistics.median(p50 for p50, _ in singles[variant])
+        out[f"{name}_p99_us"] = statistics.median(p99 for _, p99 in singles[variant])
+        out[f"{name}_batch_ms"] = statistics.median(batches[variant])
+        out[f"{name}_batch_us_per_job"] = out[f"{name}_batch_ms"] * 1000 / batch_size
+        out[f"{name}_rounds_p50_p99_us"] = [[round(a, 1), round(b, 1)]
+                                            for a, b in singles[variant]]
+    base = f"{dialect}_untracked"
+    for variant in VARIANTS[1:]:
+        name = f"{dialect}_{variant}"
+        for what in ("p50_us", "p99_us", "batch_us_per_job"):
+            delta = out[f"{name}_{what}"] - out[f"{base}_{what}"]
+            stem = what.removesuffix("_us").removesuffix("_us_per_job")
+            unit = "us_per_job" if what.startswith("batch") else "us"
+            out[f"{name}_{stem}_delta_{unit}"] = delta
+            out[f"{name}_{stem}_delta_pct"] = delta / out[f"{base}_{what}"] * 100
+    return out
