@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any
 
-from gochatd.migrate.backends import Database, MigrateError
+from gochatd.migrate.backends import Database
 from gochatd.migrate.catch_up import catch_up_scope
 from gochatd.migrate.cli_support import destination_ready, finish, label, note, scopes, source_state
 from gochatd.migrate.copy import copy_scope
@@ -26,8 +26,15 @@ from gochatd.migrate.phases import (
 )
 from gochatd.migrate.progress import Progress
 from gochatd.migrate.report import Report
-from gochatd.migrate.routes import fleet_acks, get_route, list_routes
+from gochatd.migrate.routes import (
+    RouteRow,
+    destination_writes_after,
+    fleet_acks,
+    get_route,
+    list_routes,
+)
 from gochatd.migrate.schema import check_source
+from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.validate import validate_scope
 from gochatd.store.routes import EVERY_TENANT, RouteState
 
@@ -86,15 +93,58 @@ def _context(args: argparse.Namespace, source: Database, destination: Database,
                    ack_timeout_s=args.ack_timeout, say=say)
 
 
-def _no_dry_run(args: argparse.Namespace) -> None:
-    if args.dry_run:
-        raise MigrateError(f"migrate {args.migrate_command}: --dry-run is for plan, copy, "
-                           "catch-up, validate and run; this step only changes routes")
+def _dry_run(args: argparse.Namespace, source: Database, destination: Database) -> int:
+    """start/cutover/rollback with --dry-run: what the step would do now, writing nothing."""
+    report = Report(args.migrate_command, source.endpoint, destination.endpoint, dry_run=True)
+    check_source(source)
+    tracked = source.schema_version() >= 7
+    live = len(fleet_acks(source, 0).acked) if tracked else 0
+    for move in moves(args, source, report):
+        route = get_route(source, move.key) if tracked else None
+        now = route.state.value if route is not None else "none"
+        line = f"{move.label}: route {now}; "
+        if args.migrate_command == "start":
+            line += (f"would route it to tracking from change {source.change_counter()} "
+                     if tracked else "would upgrade the source's schema and start tracking ")
+            line += f"and wait for {live} live daemon(s)"
+        elif args.migrate_command == "cutover":
+            line += ("would validate, freeze its writes, catch up, check and route it to the "
+                     "destination" if now in ("tracking", "frozen")
+                     else "would refuse: no migration in progress" if now != "destination"
+                     else "already cut over")
+        else:
+            line += _rollback_preview(source, destination, move, route)
+        print(line)
+        report.scopes.append({"route": move.key, "state": now, "would": line})
+    finish(args, report)
+    return 0
+
+
+def _rollback_preview(source: Database, destination: Database, move: Move,
+                      route: RouteRow | None) -> str:
+    if route is None or route.state not in (RouteState.DESTINATION, RouteState.FROZEN):
+        return "would refuse: it was not cut over"
+    if route.state is RouteState.FROZEN:
+        return "would abandon the unfinished cutover (back to the source)"
+    if route.window_over:
+        return "would refuse: the read-only window is over"
+    state = DatabaseStateStore(source)
+    marks = [state.get(scope, "cutover", destination.endpoint.masked)
+             for scope, _ in move.scopes]
+    found = [int(m.report["destination_watermark"]) for m in marks
+             if m is not None and "destination_watermark" in m.report]
+    if not found:
+        return "would refuse: no cutover record for this destination"
+    writes = destination_writes_after(destination, move.tenant, min(found))
+    if writes:
+        return f"would refuse: the destination has {writes} write(s) of its own since the cutover"
+    return "would validate both sides and route it back to the source"
 
 
 def cmd_start(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
     assert destination is not None
-    _no_dry_run(args)
+    if args.dry_run:
+        return _dry_run(args, source, destination)
     report = Report("start", source.endpoint, destination.endpoint, dry_run=False)
     check_source(source)
     todo = moves(args, source, report)
@@ -109,7 +159,8 @@ def cmd_start(args: argparse.Namespace, source: Database, destination: Database 
 def cmd_cutover(args: argparse.Namespace, source: Database,
                 destination: Database | None) -> int:
     assert destination is not None
-    _no_dry_run(args)
+    if args.dry_run:
+        return _dry_run(args, source, destination)
     report = Report("cutover", source.endpoint, destination.endpoint, dry_run=False)
     check_source(source)
     ctx = _context(args, source, destination, report)
@@ -118,17 +169,23 @@ def cmd_cutover(args: argparse.Namespace, source: Database,
             adopt_new_scopes(ctx, move)
             report.scopes.append(cutover(ctx, move, window_s=args.window))
     except CutoverBlocked as exc:
-        finish(args, report)
-        sys.stderr.write(f"gochatd: {exc}\n")
-        return EXIT_DIFFERENT
+        return _blocked(args, report, exc)
     finish(args, report)
     return 0
+
+
+def _blocked(args: argparse.Namespace, report: Report, exc: CutoverBlocked) -> int:
+    report.scopes.append({"blocked": str(exc), "checks": exc.checks})
+    finish(args, report)
+    sys.stderr.write(f"gochatd: {exc}\n")
+    return EXIT_DIFFERENT
 
 
 def cmd_rollback(args: argparse.Namespace, source: Database,
                  destination: Database | None) -> int:
     assert destination is not None
-    _no_dry_run(args)
+    if args.dry_run:
+        return _dry_run(args, source, destination)
     report = Report("rollback", source.endpoint, destination.endpoint, dry_run=False)
     check_source(source)
     ctx = _context(args, source, destination, report)
@@ -136,9 +193,7 @@ def cmd_rollback(args: argparse.Namespace, source: Database,
         for move in moves(args, source, report):
             report.scopes.append(rollback(ctx, move))
     except CutoverBlocked as exc:
-        finish(args, report)
-        sys.stderr.write(f"gochatd: {exc}\n")
-        return EXIT_DIFFERENT
+        return _blocked(args, report, exc)
     finish(args, report)
     return 0
 
@@ -179,9 +234,7 @@ def cmd_run(args: argparse.Namespace, source: Database, destination: Database | 
                 entry["cutover"] = cutover(ctx, move, window_s=args.window,
                                            validated=entry["validate"])
             except CutoverBlocked as exc:
-                finish(args, report)
-                sys.stderr.write(f"gochatd: {exc}\n")
-                return EXIT_DIFFERENT
+                return _blocked(args, report, exc)
     progress.done()
     finish(args, report)
     if not args.cutover:

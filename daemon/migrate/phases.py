@@ -49,6 +49,11 @@ VALIDATE, CATCH_UP = "validate", "catch-up"
 class CutoverBlocked(MigrateError):
     """Validation found a difference: the cutover was undone (exit 3, keys named)."""
 
+    def __init__(self, message: str, checks: dict[str, Any]) -> None:
+        super().__init__(message)
+        #: The validation or delta check that found it (keys only), for the report.
+        self.checks = checks
+
 
 @dataclass(frozen=True, slots=True)
 class Move:
@@ -170,7 +175,13 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
     if route.state is RouteState.DESTINATION:
         ctx.say(f"{move.label}: already cut over")
         previous = ctx.state.get(move.scopes[0][0], CUTOVER, ctx.destination_label)
-        return previous.report if previous is not None else {"route": move.key}
+        if previous is None:
+            return {"route": move.key}
+        if previous.status == RUNNING:  # it stopped in its last barrier: finish that
+            previous.report["fleet_destination"] = wait_for_fleet(
+                ctx.source, route.version, ctx.ack_timeout_s).to_dict()
+            _put(ctx, move, CUTOVER, DONE, previous.report)
+        return previous.report
     if route.state is RouteState.TRACKING:
         # Validate first, while writes still flow: the frozen window then only has to
         # check what changed since (the delta check), however big the tenant is.
@@ -179,7 +190,7 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
         if found is not None:
             scope, name, keys = found
             raise CutoverBlocked(f"{move.label}: cutover blocked: {_scope_label(scope)} {name} "
-                                 f"differs at keys {keys}; the route stays tracking")
+                                 f"differs at keys {keys}; the route stays tracking", checks)
         since = {scope: int(check["watermark"]) for scope, check in checks.items()}
     else:  # resuming a cutover that stopped while frozen
         recorded = _recorded_watermarks(ctx, move)
@@ -209,11 +220,14 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
         scope, name, keys = found
         raise CutoverBlocked(
             f"{move.label}: cutover blocked: {_scope_label(scope)} {name} differs at keys "
-            f"{keys}; the route is back to tracking")
+            f"{keys}; the route is back to tracking", deltas)
     report["destination_watermark"] = safe_horizon(ctx.destination,
                                                    timeout_s=ctx.horizon_timeout_s)
     if move.key != EVERY_TENANT:
         report["destination_job_ids_from"] = separate_job_ids(ctx.source, ctx.destination)
+    # Recorded before the route changes: rollback needs the destination's watermark even if
+    # this process dies in the barrier below.
+    _put(ctx, move, CUTOVER, RUNNING, report)
     version = set_route(ctx.source, move.key, url, RouteState.DESTINATION, window_s=window_s)
     report["frozen_s"] = round(time.monotonic() - frozen_at, 3)
     report["destination_version"] = version
@@ -231,6 +245,14 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
 
 def rollback(ctx: Context, move: Move) -> dict[str, Any]:
     route = get_route(ctx.source, move.key)
+    previous = ctx.state.get(move.scopes[0][0], ROLLBACK, ctx.destination_label)
+    if (route is not None and route.state is RouteState.SOURCE and previous is not None
+            and previous.status == RUNNING):  # it stopped in its barrier: finish that
+        previous.report["fleet"] = wait_for_fleet(ctx.source, route.version,
+                                                  ctx.ack_timeout_s).to_dict()
+        _put(ctx, move, ROLLBACK, DONE, previous.report)
+        ctx.say(f"{move.label}: rolled back; the source is the writer again")
+        return previous.report
     if route is None or route.state in (RouteState.SOURCE, RouteState.TRACKING):
         raise MigrateError(f"{move.label}: nothing to roll back: it was not cut over")
     url = route.destination
@@ -257,7 +279,8 @@ def rollback(ctx: Context, move: Move) -> dict[str, Any]:
         found = _first_difference(checks)
         if found is not None:
             raise CutoverBlocked(f"{move.label}: rollback refused: {_scope_label(found[0])} "
-                                 f"{found[1]} differs between source and destination")
+                                 f"{found[1]} differs between source and destination", checks)
+    _put(ctx, move, ROLLBACK, RUNNING, report)  # so that a re-run finishes the barrier
     version = set_route(ctx.source, move.key, url, RouteState.SOURCE)
     ack = wait_for_fleet(ctx.source, version, ctx.ack_timeout_s)
     report["fleet"] = ack.to_dict()

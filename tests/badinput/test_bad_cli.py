@@ -64,6 +64,14 @@ def enqueue(*extra: str | bytes, expect: str, name: str, **kw: Any) -> CliCase:
     return CliCase(name, ["enqueue", *extra], expect, **kw)
 
 
+#: The case's own database as a migration source, and a destination beside it.
+SRC, DST = "sqlite:///{dir}/db/jobs.db", "sqlite:///{dir}/moved.db"
+
+
+def migrate(command: str, *extra: str, expect: str, name: str) -> CliCase:
+    return CliCase(name, ["migrate", command, "--from", SRC, *extra], expect)
+
+
 def nest(depth: int) -> str:
     return "[" * depth + "]" * depth
 
@@ -212,6 +220,22 @@ CASES: list[CliCase] = [
     CliCase("outbox-list-channel-injection",
             ["outbox", "list", "--json", "--channel", "x'; DROP TABLE reply_outbox; --"], "",
             succeeds_with=[]),
+    # migrate: refused before anything moves (the case's database is the source)
+    migrate("start", "--to", SRC, "--all", expect="same database", name="migrate-same-database"),
+    migrate("cutover", "--to", DST, "--all", "--window", "-1", expect="--window",
+            name="migrate-window-negative"),
+    migrate("start", "--to", DST, "--all", "--ack-timeout", "soon", expect="--ack-timeout",
+            name="migrate-ack-timeout-word"),
+    migrate("run", "--to", DST, "--tenants", ",", expect="empty tenant",
+            name="migrate-run-empty-tenant"),
+    migrate("cutover", "--to", DST, expect="required", name="migrate-cutover-without-scope"),
+    migrate("rollback", "--to", DST, "--tenants", "nosuch", expect="unknown tenant",
+            name="migrate-rollback-unknown-tenant"),
+    migrate("cutover", "--to", DST, "--tenants", "default", expect="no migration started",
+            name="migrate-cutover-not-started"),
+    migrate("rollback", "--to", DST, "--tenants", "default", expect="nothing to roll back",
+            name="migrate-rollback-not-cut-over"),
+    migrate("run", "--to", "mysql://db/x", "--all", expect="--to", name="migrate-to-mysql"),
     # legal, hostile: must match nothing
     CliCase("list-type-sql-injection", ["jobs", "list", "--json", "--type", "' OR '1'='1"], "",
             succeeds_with=[]),

@@ -5,6 +5,8 @@ with stale routes is refused by the source and redone where the tenant now lives
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -165,3 +167,23 @@ def test_route_urls_carry_no_password(tmp_path: Path) -> None:
     assert route_url(db.endpoint) == "postgresql://u@db.example:5433/jobs?sslmode=require"
     rel = Database(open_db(file_url(tmp_path / "x.db"), "destination").endpoint)
     assert route_url(rel.endpoint).startswith("sqlite:////")
+
+
+def test_dry_runs_of_the_route_steps_say_what_they_would_do_and_write_nothing(
+    pair: tuple[str, str],
+) -> None:
+    home, destination = pair
+    source = open_db(home)
+    source.execute("INSERT INTO background_jobs (tenant_id, job_type) VALUES ('acme', 't:x')")
+    gochatd = str(Path(sys.executable).with_name("gochatd"))
+    expected = {"start": "would route it to tracking", "cutover": "would refuse",
+                "rollback": "would refuse: it was not cut over"}
+    for step, says in expected.items():
+        done = subprocess.run([gochatd, "migrate", step, "--from", home, "--to", destination,
+                               "--tenants", "acme", "--dry-run"], capture_output=True,
+                              text=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr
+        assert says in done.stdout, done.stdout
+    assert source.fetch("SELECT count(*) FROM gochatd_routes")[0][0] == 0
+    assert source.fetch("SELECT count(*) FROM gochatd_migrations")[0][0] == 0
+    source.close()
