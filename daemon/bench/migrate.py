@@ -32,11 +32,10 @@ from gochatd.bench.scratch import scratch_database
 from gochatd.migrate.backends import Database, parse_endpoint
 from gochatd.migrate.catch_up import catch_up_scope
 from gochatd.migrate.copy import DEFAULT_BATCH, copy_scope
-from gochatd.migrate.phases import Context, Move, cutover, start
+from gochatd.migrate.phases import Context, Move, cutover, start, validate_move
 from gochatd.migrate.schema import check_destination
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES
-from gochatd.migrate.validate import validate_scope
 from gochatd.store import open_store
 from gochatd.store.queries import load_queries
 from gochatd.store.routes import EVERY_TENANT
@@ -126,13 +125,16 @@ class _Move:
         applied = await self._timed(figures, "catch_up", lambda: self._catch_up(ctx, move))
         figures["catch_up_rows"] = applied
         figures["catch_up_rows_per_s"] = applied / figures["catch_up_s"]
-        compared = await self._timed(figures, "validate", lambda: self._validate(ctx, move))
+        checks = await self._timed(figures, "validate", lambda: validate_move(ctx, move))
+        compared = _compared(checks)
         figures["validate_rows"] = compared
         figures["validate_rows_per_s"] = compared / figures["validate_s"]
         tail = max(1, n // 1000)
         await self._step(lambda: self._write("bench_migrate_finish_jobs", count=tail))
         figures["cutover_tail_writes"] = tail
-        done = await self._timed(figures, "cutover", lambda: cutover(ctx, move, window_s=WINDOW_S))
+        # As ``migrate run --cutover``: the validation just done is the one cutover starts from.
+        done = await self._timed(figures, "cutover", lambda: cutover(
+            ctx, move, window_s=WINDOW_S, validated=checks))
         figures["cutover_frozen_ms"] = float(done["frozen_s"]) * 1000
         # The final catch-up reports running totals: this move's catch-up included.
         figures["cutover_final_catch_up_rows"] = sum(
@@ -162,11 +164,11 @@ class _Move:
         self._write("bench_migrate_seed_slots")
 
     def _live_writes(self, n: int) -> int:
-        """What arrived while the copy ran (it saw none of it): completions, retention
-        deletes and new jobs."""
+        """What arrived while the copy ran (it saw none of it): retention deletes,
+        completions and new jobs, each on different rows (so catch-up applies them all)."""
         finished, pruned, added = max(1, n // 10), max(1, n // 100), max(1, n // 100)
-        self._write("bench_migrate_finish_jobs", count=finished)
         self._write("bench_migrate_prune_jobs", count=pruned)
+        self._write("bench_migrate_finish_jobs", count=finished)
         self._write("bench_migrate_seed_jobs", first=n + 1, count=added, total=n + added)
         return finished + pruned + added
 
@@ -191,14 +193,11 @@ class _Move:
             applied += int(done["this_run"]["rows"]) + int(done["this_run"]["deletes"])
         return applied
 
-    def _validate(self, ctx: Context, move: Move) -> int:
-        compared = 0
-        for scope, tables in move.scopes:
-            self._check()
-            done = validate_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
-                                  state=ctx.state, destination_label=ctx.destination_label,
-                                  batch_size=ctx.batch_size)
-            if not done["equal"]:
-                raise RuntimeError(f"bench: validate found a difference in scope {scope!r}")
-            compared += sum(int(t["source"]["count"]) for t in done["tables"].values())
-        return compared
+
+
+def _compared(checks: dict[str, dict[str, Any]]) -> int:
+    """Rows compared by a passing validation (raises on a difference: the bench is broken)."""
+    for scope, check in checks.items():
+        if not check["equal"]:
+            raise RuntimeError(f"bench: validate found a difference in scope {scope!r}")
+    return sum(int(t["source"]["count"]) for c in checks.values() for t in c["tables"].values())

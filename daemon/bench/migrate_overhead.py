@@ -151,8 +151,18 @@ def _figures(dialect: str, singles: dict[str, list[tuple[float, float]]],
         out[f"{name}_rounds_p50_p99_us"] = [[round(a, 1), round(b, 1)]
                                             for a, b in singles[variant]]
     base = f"{dialect}_untracked"
+    per_round = len(batches[VARIANTS[0]]) // len(singles[VARIANTS[0]])
     for variant in VARIANTS[1:]:
         name = f"{dialect}_{variant}"
+        # Paired: the variants of one round ran back to back, so a drift of the machine's
+        # load between rounds cancels out of these.
+        out[f"{name}_p50_paired_delta_us"] = statistics.median(
+            mine[0] - theirs[0] for mine, theirs in zip(singles[variant], singles["untracked"],
+                                                         strict=True))
+        out[f"{name}_batch_paired_delta_pct"] = statistics.median(
+            (statistics.median(batches[variant][at:at + per_round])
+             / statistics.median(batches["untracked"][at:at + per_round]) - 1) * 100
+            for at in range(0, len(batches[variant]), per_round))
         for what in ("p50_us", "p99_us", "batch_us_per_job"):
             delta = out[f"{name}_{what}"] - out[f"{base}_{what}"]
             stem = what.removesuffix("_us").removesuffix("_us_per_job")

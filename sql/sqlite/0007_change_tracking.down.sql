@@ -27,6 +27,8 @@ DROP TABLE IF EXISTS gochatd_routes;
 DROP TABLE IF EXISTS gochatd_change_tombstones;
 DROP INDEX IF EXISTS background_jobs_changes_idx;
 DROP INDEX IF EXISTS reply_outbox_changes_idx;
+DROP INDEX IF EXISTS background_jobs_tenant_idx;
+DROP INDEX IF EXISTS reply_outbox_tenant_idx;
 ALTER TABLE background_jobs DROP COLUMN change_seq;
 ALTER TABLE reply_outbox DROP COLUMN change_seq;
 ALTER TABLE gochatd_queue_pauses DROP COLUMN change_seq;

@@ -1,7 +1,10 @@
 -- SQLite twin of sql/postgres/0007: change tracking and tenant routes for live backend
 -- migration (docs/migrate.md). SQLite has no sequences: one counter row, bumped by the
 -- triggers inside the writing transaction (writers are serialised, so numbers commit in
--- order and the migrator's horizon is simply the committed counter).
+-- order and the migrator's horizon is simply the committed counter). A trigger stamps the
+-- row with its number by an UPDATE of the row itself; the UPDATE triggers skip that stamp
+-- (the only write that changes change_seq), so each write draws one number and is checked
+-- against the routes once.
 CREATE TABLE IF NOT EXISTS gochatd_change_counter (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     value INTEGER NOT NULL
@@ -15,6 +18,9 @@ ALTER TABLE gochatd_periodic_slots ADD COLUMN change_seq INTEGER NOT NULL DEFAUL
 
 CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
 CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq);
+-- Copy and validate walk one tenant in id order: (tenant_id, rowid), with no sort per batch.
+CREATE INDEX IF NOT EXISTS background_jobs_tenant_idx ON background_jobs (tenant_id);
+CREATE INDEX IF NOT EXISTS reply_outbox_tenant_idx ON reply_outbox (tenant_id);
 
 CREATE TABLE IF NOT EXISTS gochatd_change_tombstones (
     change_seq INTEGER PRIMARY KEY,
@@ -52,7 +58,7 @@ BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
 CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_update BEFORE UPDATE ON background_jobs
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
 BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
@@ -68,6 +74,7 @@ BEGIN
     WHERE id = NEW.id;
 END;
 CREATE TRIGGER IF NOT EXISTS background_jobs_change_update AFTER UPDATE ON background_jobs
+WHEN NEW.change_seq IS OLD.change_seq
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE background_jobs SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -87,7 +94,7 @@ BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
 CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_update BEFORE UPDATE ON reply_outbox
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
 BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
@@ -103,6 +110,7 @@ BEGIN
     WHERE id = NEW.id;
 END;
 CREATE TRIGGER IF NOT EXISTS reply_outbox_change_update AFTER UPDATE ON reply_outbox
+WHEN NEW.change_seq IS OLD.change_seq
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE reply_outbox SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -122,7 +130,7 @@ BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
 CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_update BEFORE UPDATE ON gochatd_queue_pauses
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
 BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
@@ -138,6 +146,7 @@ BEGIN
     WHERE queue = NEW.queue;
 END;
 CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_update AFTER UPDATE ON gochatd_queue_pauses
+WHEN NEW.change_seq IS OLD.change_seq
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE gochatd_queue_pauses SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -157,7 +166,7 @@ BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
 CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_update BEFORE UPDATE ON gochatd_periodic_slots
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
 BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
@@ -173,6 +182,7 @@ BEGIN
     WHERE name = NEW.name;
 END;
 CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_update AFTER UPDATE ON gochatd_periodic_slots
+WHEN NEW.change_seq IS OLD.change_seq
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE gochatd_periodic_slots SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)

@@ -18,7 +18,7 @@ SELECT count(*) FROM {table} WHERE tenant_id = :tenant
 SELECT count(*) FROM {table}
 
 -- name: tenant_batch
-SELECT {columns} FROM {table}
+SELECT {columns} FROM {table} INDEXED BY {table}_tenant_idx
 WHERE tenant_id = :tenant AND {key} > :after
 ORDER BY {key} LIMIT :limit
 
