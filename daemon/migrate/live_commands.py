@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from gochatd.migrate.backends import Database
@@ -141,37 +142,43 @@ def _rollback_preview(source: Database, destination: Database, move: Move,
     return "would validate both sides and route it back to the source"
 
 
-def cmd_start(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+def _route_step(args: argparse.Namespace, source: Database, destination: Database | None,
+                step: Callable[[Context, Move], dict[str, Any]]) -> int:
+    """start, cutover and rollback: the same frame around one step per move."""
     assert destination is not None
     if args.dry_run:
         return _dry_run(args, source, destination)
-    report = Report("start", source.endpoint, destination.endpoint, dry_run=False)
+    report = Report(args.migrate_command, source.endpoint, destination.endpoint, dry_run=False)
     check_source(source)
     todo = moves(args, source, report)
-    destination_ready(destination, report, migrate=True, dry_run=False)
-    ctx = _context(args, source, destination, report)
-    for move in todo:
-        report.scopes.append(start(ctx, move))
-    finish(args, report)
-    return 0
-
-
-def cmd_cutover(args: argparse.Namespace, source: Database,
-                destination: Database | None) -> int:
-    assert destination is not None
-    if args.dry_run:
-        return _dry_run(args, source, destination)
-    report = Report("cutover", source.endpoint, destination.endpoint, dry_run=False)
-    check_source(source)
+    if args.migrate_command == "start":
+        destination_ready(destination, report, migrate=True, dry_run=False)
     ctx = _context(args, source, destination, report)
     try:
-        for move in moves(args, source, report):
-            adopt_new_scopes(ctx, move)
-            report.scopes.append(cutover(ctx, move, window_s=args.window))
+        for move in todo:
+            report.scopes.append(step(ctx, move))
     except CutoverBlocked as exc:
         return _blocked(args, report, exc)
     finish(args, report)
     return 0
+
+
+def cmd_start(args: argparse.Namespace, source: Database, destination: Database | None) -> int:
+    return _route_step(args, source, destination, start)
+
+
+def cmd_cutover(args: argparse.Namespace, source: Database,
+                destination: Database | None) -> int:
+    def step(ctx: Context, move: Move) -> dict[str, Any]:
+        adopt_new_scopes(ctx, move)
+        return cutover(ctx, move, window_s=args.window)
+
+    return _route_step(args, source, destination, step)
+
+
+def cmd_rollback(args: argparse.Namespace, source: Database,
+                 destination: Database | None) -> int:
+    return _route_step(args, source, destination, rollback)
 
 
 def _blocked(args: argparse.Namespace, report: Report, exc: CutoverBlocked) -> int:
@@ -179,23 +186,6 @@ def _blocked(args: argparse.Namespace, report: Report, exc: CutoverBlocked) -> i
     finish(args, report)
     sys.stderr.write(f"gochatd: {exc}\n")
     return EXIT_DIFFERENT
-
-
-def cmd_rollback(args: argparse.Namespace, source: Database,
-                 destination: Database | None) -> int:
-    assert destination is not None
-    if args.dry_run:
-        return _dry_run(args, source, destination)
-    report = Report("rollback", source.endpoint, destination.endpoint, dry_run=False)
-    check_source(source)
-    ctx = _context(args, source, destination, report)
-    try:
-        for move in moves(args, source, report):
-            report.scopes.append(rollback(ctx, move))
-    except CutoverBlocked as exc:
-        return _blocked(args, report, exc)
-    finish(args, report)
-    return 0
 
 
 def cmd_run(args: argparse.Namespace, source: Database, destination: Database | None) -> int:

@@ -86,6 +86,15 @@ def list_routes(source: Database) -> list[RouteRow]:
     return [_row(r) for r in source.fetch(query(source.dialect, "route_list"))]
 
 
+def install_guard(source: Database) -> bool:
+    """Make moved tenants read-only in the source (the route guard trigger); True if it was
+    installed now, False if it already was."""
+    if int(source.fetch(query(source.dialect, "route_guard_installed"))[0][0]) >= 4:
+        return False
+    source.execute(query(source.dialect, "install_route_guard"))
+    return True
+
+
 def set_route(source: Database, key: str, destination: str, state: RouteState, *,
               window_s: float | None = None) -> int:
     """Upsert the route; the new table version."""

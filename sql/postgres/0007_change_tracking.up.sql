@@ -52,12 +52,44 @@ CREATE TABLE IF NOT EXISTS gochatd_route_acks (
     acked_at  timestamptz NOT NULL DEFAULT now()
 );
 
--- TG_ARGV[0]: 'tenant' for the per-tenant tables, 'fleet' for the fleet-wide ones.
--- Rows are read field by field (never whole) so a big payload costs nothing here.
+-- Numbering is on every write's path, so it is only assignments (plpgsql evaluates those
+-- without a query); deletes, which are rare, also insert their tombstone.
 CREATE OR REPLACE FUNCTION gochatd_track_change() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
+    writer xid8;
     tenant text;
     row_key text;
+BEGIN
+    -- Take a transaction id before the number: the migrator's horizon waits for the
+    -- transactions in progress, and a writer must already be one when it draws a number.
+    writer := pg_current_xact_id();
+    IF TG_OP <> 'DELETE' THEN
+        NEW.change_seq := nextval('gochatd_change_seq');
+        RETURN NEW;
+    END IF;
+    IF TG_ARGV[0] = 'tenant' THEN
+        tenant := OLD.tenant_id;
+    END IF;
+    IF TG_TABLE_NAME = 'gochatd_queue_pauses' THEN
+        row_key := OLD.queue;
+    ELSIF TG_TABLE_NAME = 'gochatd_periodic_slots' THEN
+        row_key := OLD.name;
+    ELSE
+        row_key := OLD.id::text;
+    END IF;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES (nextval('gochatd_change_seq'), TG_TABLE_NAME, tenant, row_key);
+    RETURN OLD;
+END
+$$;
+
+-- The read-only guard of moved tenants: a query per row, so it is not installed here but by
+-- `gochatd migrate start` (trigger gochatd_guard_moved on the four tables; see
+-- sql/postgres/migrate.sql, install_route_guard): a database that never moved anything
+-- never pays for it. TG_ARGV[0]: 'tenant' or 'fleet' (the fleet-wide tables).
+CREATE OR REPLACE FUNCTION gochatd_guard_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    tenant text;
     route_state text;
 BEGIN
     IF TG_ARGV[0] = 'tenant' THEN
@@ -70,23 +102,8 @@ BEGIN
         RAISE EXCEPTION 'gochatd: this tenant''s rows were moved to another database (route %); this copy is read-only',
             route_state USING ERRCODE = 'read_only_sql_transaction';
     END IF;
-    -- Take a transaction id before the number: the migrator's horizon waits for the
-    -- transactions in progress, and a writer must already be one when it draws a number.
-    PERFORM pg_current_xact_id();
-    IF TG_OP <> 'DELETE' THEN
-        NEW.change_seq := nextval('gochatd_change_seq');
-        RETURN NEW;
-    END IF;
-    IF TG_TABLE_NAME = 'gochatd_queue_pauses' THEN
-        row_key := OLD.queue;
-    ELSIF TG_TABLE_NAME = 'gochatd_periodic_slots' THEN
-        row_key := OLD.name;
-    ELSE
-        row_key := OLD.id::text;
-    END IF;
-    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
-    VALUES (nextval('gochatd_change_seq'), TG_TABLE_NAME, tenant, row_key);
-    RETURN OLD;
+    IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+    RETURN NEW;
 END
 $$;
 

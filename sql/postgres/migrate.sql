@@ -186,3 +186,21 @@ COMMIT
 
 -- name: abort_snapshot
 ROLLBACK
+
+-- name: route_guard_installed
+SELECT count(*) FROM pg_trigger WHERE tgname = 'gochatd_guard_moved' AND NOT tgisinternal
+
+-- name: install_route_guard
+-- The read-only guard of moved tenants (function in 0007), installed once by the first
+-- `migrate start`. Each CREATE waits for the table's writers in progress; lock_timeout makes
+-- a long-open writer an error instead of a stall.
+SET lock_timeout = '10s';
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON background_jobs
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON reply_outbox
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_queue_pauses
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('fleet');
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_periodic_slots
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('fleet');
+RESET lock_timeout

@@ -180,3 +180,10 @@ COMMIT
 
 -- name: abort_snapshot
 ROLLBACK
+
+-- name: route_guard_installed
+-- SQLite's guard triggers are part of migration 0007 (a subquery per row costs little here).
+SELECT 4
+
+-- name: install_route_guard
+SELECT 1
