@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -143,3 +148,26 @@ def record_start(source_url: str, destination_url: str, scopes: list[str]) -> in
         return watermark
     finally:
         db.close()
+
+
+def kill_on_progress(argv: list[str], probe: Callable[[], tuple[str, int] | None], *,
+                     timeout_s: float, what: str) -> tuple[str, int] | None:
+    """Run the migrator, SIGKILL it as soon as ``probe`` (the recorded state: status and a
+    position) shows progress, and return the last reading. Polls with a deadline."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    progress = None
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            progress = probe()
+            if progress is not None and progress[1] > 0:
+                break
+            assert proc.poll() is None, f"the {what} ended before any progress was seen"
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return progress

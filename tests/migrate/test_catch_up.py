@@ -6,8 +6,6 @@ horizon; validate stays exact under later writes; one tenant never touches anoth
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -40,6 +38,7 @@ from tests.migrate.support import (
     destination_label,
     file_url,
     job_rows,
+    kill_on_progress,
     migrated,
     open_db,
     read_all,
@@ -298,22 +297,8 @@ def test_a_catch_up_killed_with_sigkill_resumes_and_ends_equal(
     _write(source, BACKGROUND_JOBS, _new_jobs("acme", 100, rows))
     argv = [GOCHATD, "migrate", "catch-up", "--from", source, "--to", pg_scratch,
             "--tenants", "acme", "--batch-size", "20"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        progress = None
-        while time.monotonic() < deadline:  # poll the recorded state, kill on progress
-            progress = _catch_up_position(source_path)
-            if progress is not None and progress[1] > 0:
-                break
-            assert proc.poll() is None, "the catch-up ended before any progress was seen"
-            time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    kill_on_progress(argv, lambda: _catch_up_position(source_path), timeout_s=30,
+                     what="catch-up")
     killed = _catch_up_position(source_path)
     assert killed is not None and killed[0] == "running" and 0 < killed[1] < rows, killed
 

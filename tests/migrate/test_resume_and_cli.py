@@ -4,19 +4,16 @@ shows the phases; bad input exits 2 with one line on stderr and no traceback."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gochatd.cli import main
 from gochatd.migrate.tables import BACKGROUND_JOBS
-from tests.migrate.support import file_url, migrated, open_db, seed
+from tests.migrate.support import file_url, kill_on_progress, migrated, open_db, seed
 
 GOCHATD = str(Path(sys.executable).with_name("gochatd"))
 ROWS = 20_000
@@ -44,22 +41,8 @@ def test_copy_killed_with_sigkill_resumes_where_it_stopped_and_validates_equal(
     migrated(pg_scratch)
     argv = [GOCHATD, "migrate", "copy", "--from", source, "--to", pg_scratch,
             "--tenants", "a", "--batch-size", "100"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 20
-        progress = None
-        while time.monotonic() < deadline:  # poll the recorded state, kill on progress
-            progress = _copy_progress(source_path)
-            if progress is not None and progress[1] > 0:
-                break
-            assert proc.poll() is None, "the copy ended before any progress was seen"
-            time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+    progress = kill_on_progress(argv, lambda: _copy_progress(source_path), timeout_s=20,
+                                what="copy")
     assert progress is not None and progress[0] == "running", progress
     status, killed_at = _copy_progress(source_path)  # type: ignore[misc]
     assert status == "running" and 0 < killed_at < ROWS
