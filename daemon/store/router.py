@@ -144,7 +144,7 @@ class RoutedStore:
         return [self.home, *self._destinations.values()]
 
     def _active(self) -> list[ScopedStore]:
-        """The stores that serve at least one tenant now (home always: it may gain some)."""
+        """The stores that serve at least one tenant now (home if none does)."""
         if not self.routes.moves_anything:
             return [self.home]
         active = [self.home] if not _serves_nothing(self.home.tenant_scope) else []
@@ -170,7 +170,9 @@ class RoutedStore:
                 await self.refresh_routes()
         return self._store_now(tenant_id)
 
-    async def _for_tenant(self, tenant_id: str | None, call: Callable[[ScopedStore], Awaitable[T]]) -> T:
+    async def _for_tenant(
+        self, tenant_id: str | None, call: Callable[[ScopedStore], Awaitable[T]]
+    ) -> T:
         """Run one tenant's write where its rows are. ``TenantMoved`` means the route changed
         after our last read (the database's trigger saw it): re-read and go again."""
         for _ in range(3):
