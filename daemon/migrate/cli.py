@@ -216,6 +216,14 @@ def _detail(report: dict[str, Any]) -> str:
             parts.append(f"{name}={entry['rows']}")
         elif "equal" in entry:
             parts.append(f"{name}={'equal' if entry['equal'] else 'DIFFERENT'}")
+    # The live phases: where tracking starts, how long writes were frozen, the fleet.
+    for key, label in (("watermark", "watermark"), ("applied", "applied"), ("lag", "lag"),
+                       ("frozen_s", "frozen_s"), ("destination_writes", "destination_writes")):
+        if key in report:
+            parts.append(f"{label}={report[key]}")
+    fleet = report.get("fleet_destination") or report.get("fleet")
+    if isinstance(fleet, dict) and "acked" in fleet:
+        parts.append(f"daemons={fleet['acked']}/{fleet['live']}")
     return " ".join(parts)
 
 
