@@ -5,9 +5,9 @@ the store (``open_store``, what the daemon and ``Client`` use underneath):
 
 - ``untracked``: the 0007 triggers dropped (``bench_migrate_untracked``): the baseline;
 - ``shipped``: the triggers as shipped, no route (every database pays this);
-- ``tracking``: the triggers, the read-only guard ``migrate start`` installs, and the
+- ``tracking``: the triggers, the read-only guard and catch-up index ``migrate start`` installs, and the
   enqueuing tenant's route in state ``tracking`` (a migration in progress; set with the
-  migrator's own ``install_guard`` and ``set_route``).
+  migrator's own ``prepare_source`` and ``set_route``).
 
 ``migrate_rounds`` rounds; in each, every variant (in a rotated order) takes
 ``migrate_samples`` sequential single-job enqueues, each timed, then ``migrate_batches``
@@ -30,7 +30,7 @@ from gochatd.bench.report import Report, progress
 from gochatd.bench.scratch import scratch_database
 from gochatd.bench.stats import percentile
 from gochatd.migrate.backends import Database, parse_endpoint, sqlite_path
-from gochatd.migrate.routes import install_guard, set_route
+from gochatd.migrate.routes import prepare_source, set_route
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore, open_store
 from gochatd.store.queries import load_queries
@@ -104,7 +104,7 @@ def _prepare(url: str, variant: str) -> None:
     elif variant == "tracking":
         db = Database(parse_endpoint("source", url))
         try:
-            install_guard(db)  # as `migrate start` does: the read-only guard runs from now on
+            prepare_source(db)  # as `migrate start` does: guard and catch-up index from now on
             set_route(db, TENANT, "postgresql://bench-destination/gochatd", RouteState.TRACKING)
         finally:
             db.close()

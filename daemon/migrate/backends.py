@@ -165,6 +165,16 @@ class Database:
         assert self._lite is not None
         self._lite.execute(sql, params or {})
 
+    def execute_script(self, sql: str) -> None:
+        """Several statements without parameters (DDL): one simple query on PostgreSQL,
+        ``executescript`` on SQLite."""
+        self.connect()
+        if self._pg is not None:
+            self._pg.execute(sql.encode())  # bytes: no parameters, so several statements
+            return
+        assert self._lite is not None
+        self._lite.executescript(sql)
+
     # -- schema --------------------------------------------------------------------------
 
     def schema_version(self) -> int:

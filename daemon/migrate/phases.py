@@ -32,7 +32,7 @@ from gochatd.migrate.routes import (
     FleetAck,
     destination_writes_after,
     get_route,
-    install_guard,
+    prepare_source,
     route_url,
     separate_job_ids,
     set_route,
@@ -107,8 +107,8 @@ def start(ctx: Context, move: Move) -> dict[str, Any]:
                            f"{route.destination}: run 'gochatd migrate cutover' to finish "
                            "or 'gochatd migrate rollback' to undo it")
     fresh = route is None or route.state is RouteState.SOURCE
-    if install_guard(ctx.source):
-        ctx.say("installed the source's read-only guard for moved tenants")
+    for installed in prepare_source(ctx.source):
+        ctx.say(f"installed in the source: {installed}")
     version = set_route(ctx.source, move.key, route_url(ctx.destination.endpoint),
                         RouteState.TRACKING)
     known = [w for w in (start_watermark(ctx, s) for s, _ in move.scopes) if w is not None]
@@ -200,7 +200,7 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
         since = recorded if recorded is not None else {
             scope: int(check["watermark"]) for scope, check in validate_move(ctx, move).items()}
     url = route_url(ctx.destination.endpoint)
-    install_guard(ctx.source)  # a start from before the guard existed
+    prepare_source(ctx.source)  # a start from before they existed
     frozen_at = time.monotonic()
     version = set_route(ctx.source, move.key, url, RouteState.FROZEN)
     report: dict[str, Any] = {"route": move.key, "frozen_version": version}

@@ -86,13 +86,20 @@ def list_routes(source: Database) -> list[RouteRow]:
     return [_row(r) for r in source.fetch(query(source.dialect, "route_list"))]
 
 
-def install_guard(source: Database) -> bool:
-    """Make moved tenants read-only in the source (the route guard trigger); True if it was
-    installed now, False if it already was."""
-    if int(source.fetch(query(source.dialect, "route_guard_installed"))[0][0]) >= 4:
-        return False
-    source.execute(query(source.dialect, "install_route_guard"))
-    return True
+def prepare_source(source: Database) -> list[str]:
+    """What only a move needs in the source, installed by the first ``start``: the read-only
+    guard of moved tenants and the catch-up index. Both cost every write, so a database
+    that never moves anything has neither. Returns what was installed now."""
+    done = []
+    if not source.fetch(query(source.dialect, "route_guard_installed"))[0][0]:
+        source.execute_script(query(source.dialect, "install_route_guard"))
+        done.append("the read-only guard of moved tenants")
+    if source.dialect == "postgres":  # CONCURRENTLY: one statement per query
+        source.execute(query(source.dialect, "install_change_index_jobs"))
+        source.execute(query(source.dialect, "install_change_index_outbox"))
+    else:
+        source.execute_script(query(source.dialect, "install_change_indexes"))
+    return done
 
 
 def set_route(source: Database, key: str, destination: str, state: RouteState, *,

@@ -10,9 +10,9 @@ ALTER TABLE reply_outbox ADD COLUMN IF NOT EXISTS change_seq bigint NOT NULL DEF
 ALTER TABLE gochatd_queue_pauses ADD COLUMN IF NOT EXISTS change_seq bigint NOT NULL DEFAULT 0;
 ALTER TABLE gochatd_periodic_slots ADD COLUMN IF NOT EXISTS change_seq bigint NOT NULL DEFAULT 0;
 
--- Catch-up: one tenant's changes above a watermark.
-CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
-CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq);
+-- The catch-up index, (tenant_id, change_seq), is built by the first `gochatd migrate start`
+-- (CREATE INDEX CONCURRENTLY; sql/postgres/migrate.sql): maintaining it costs every write,
+-- and only a move reads it.
 
 -- Deleted rows (retention, queue resumes, foreign deletes). tenant_id is NULL for the
 -- fleet-wide tables. Pruned by the migrator once no migration needs them.

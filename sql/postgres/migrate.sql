@@ -188,7 +188,7 @@ COMMIT
 ROLLBACK
 
 -- name: route_guard_installed
-SELECT count(*) FROM pg_trigger WHERE tgname = 'gochatd_guard_moved' AND NOT tgisinternal
+SELECT count(*) >= 4 FROM pg_trigger WHERE tgname = 'gochatd_guard_moved' AND NOT tgisinternal
 
 -- name: install_route_guard
 -- The read-only guard of moved tenants (function in 0007), installed once by the first
@@ -204,3 +204,14 @@ CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE 
 CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_periodic_slots
     FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('fleet');
 RESET lock_timeout
+
+-- name: install_change_index_jobs
+-- Catch-up reads one tenant's changes above a watermark. CONCURRENTLY: the daemons keep
+-- writing while it builds (it cannot run inside a transaction: one statement per query).
+CREATE INDEX CONCURRENTLY IF NOT EXISTS background_jobs_changes_idx
+    ON background_jobs (tenant_id, change_seq)
+
+-- name: install_change_index_outbox
+CREATE INDEX CONCURRENTLY IF NOT EXISTS reply_outbox_changes_idx
+    ON reply_outbox (tenant_id, change_seq)
+

@@ -1,10 +1,13 @@
 -- SQLite twin of sql/postgres/0007: change tracking and tenant routes for live backend
 -- migration (docs/migrate.md). SQLite has no sequences: one counter row, bumped by the
 -- triggers inside the writing transaction (writers are serialised, so numbers commit in
--- order and the migrator's horizon is simply the committed counter). A trigger stamps the
--- row with its number by an UPDATE of the row itself; the UPDATE triggers skip that stamp
--- (the only write that changes change_seq), so each write draws one number and is checked
--- against the routes once.
+-- order and the migrator's horizon is simply the committed counter).
+-- Two ways to number a write:
+--   * gochatd's own hot statements set change_seq themselves, to the counter + 1 (fragment
+--     _next_change in queries.sql); the *_numbered triggers then only move the counter up;
+--   * any other write (admin actions, foreign producers' plain SQL) leaves change_seq alone,
+--     and a trigger draws the next number and stamps the row with an UPDATE of its own.
+-- A writer that sets change_seq itself must take it from the counter like _next_change.
 CREATE TABLE IF NOT EXISTS gochatd_change_counter (
     id    INTEGER PRIMARY KEY CHECK (id = 1),
     value INTEGER NOT NULL
@@ -16,8 +19,9 @@ ALTER TABLE reply_outbox ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE gochatd_queue_pauses ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE gochatd_periodic_slots ADD COLUMN change_seq INTEGER NOT NULL DEFAULT 0;
 
-CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
-CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq);
+-- The catch-up index (tenant_id, change_seq) and the read-only guard of moved tenants are
+-- installed by the first `gochatd migrate start` (sql/sqlite/migrate.sql): both cost every
+-- write, and only a move needs them.
 -- Copy and validate walk one tenant in id order: (tenant_id, rowid), with no sort per batch.
 CREATE INDEX IF NOT EXISTS background_jobs_tenant_idx ON background_jobs (tenant_id);
 CREATE INDEX IF NOT EXISTS reply_outbox_tenant_idx ON reply_outbox (tenant_id);
@@ -52,22 +56,8 @@ CREATE TABLE IF NOT EXISTS gochatd_route_acks (
 );
 
 -- background_jobs
-CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_insert BEFORE INSERT ON background_jobs
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_update BEFORE UPDATE ON background_jobs
-WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_delete BEFORE DELETE ON background_jobs
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
 CREATE TRIGGER IF NOT EXISTS background_jobs_change_insert AFTER INSERT ON background_jobs
+WHEN NEW.change_seq = 0
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE background_jobs SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -80,6 +70,16 @@ BEGIN
     UPDATE background_jobs SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
     WHERE id = NEW.id;
 END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_numbered_insert AFTER INSERT ON background_jobs
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_numbered_update AFTER UPDATE ON background_jobs
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
 CREATE TRIGGER IF NOT EXISTS background_jobs_change_delete AFTER DELETE ON background_jobs
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
@@ -88,22 +88,8 @@ BEGIN
             CAST(OLD.id AS TEXT));
 END;
 -- reply_outbox
-CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_insert BEFORE INSERT ON reply_outbox
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_update BEFORE UPDATE ON reply_outbox
-WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_delete BEFORE DELETE ON reply_outbox
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
 CREATE TRIGGER IF NOT EXISTS reply_outbox_change_insert AFTER INSERT ON reply_outbox
+WHEN NEW.change_seq = 0
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE reply_outbox SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -116,6 +102,16 @@ BEGIN
     UPDATE reply_outbox SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
     WHERE id = NEW.id;
 END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_numbered_insert AFTER INSERT ON reply_outbox
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_numbered_update AFTER UPDATE ON reply_outbox
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
 CREATE TRIGGER IF NOT EXISTS reply_outbox_change_delete AFTER DELETE ON reply_outbox
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
@@ -124,22 +120,8 @@ BEGIN
             CAST(OLD.id AS TEXT));
 END;
 -- gochatd_queue_pauses
-CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_insert BEFORE INSERT ON gochatd_queue_pauses
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_update BEFORE UPDATE ON gochatd_queue_pauses
-WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_delete BEFORE DELETE ON gochatd_queue_pauses
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
 CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_insert AFTER INSERT ON gochatd_queue_pauses
+WHEN NEW.change_seq = 0
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE gochatd_queue_pauses SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -152,6 +134,16 @@ BEGIN
     UPDATE gochatd_queue_pauses SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
     WHERE queue = NEW.queue;
 END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_numbered_insert AFTER INSERT ON gochatd_queue_pauses
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_numbered_update AFTER UPDATE ON gochatd_queue_pauses
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
 CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_delete AFTER DELETE ON gochatd_queue_pauses
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
@@ -160,22 +152,8 @@ BEGIN
             CAST(OLD.queue AS TEXT));
 END;
 -- gochatd_periodic_slots
-CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_insert BEFORE INSERT ON gochatd_periodic_slots
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_update BEFORE UPDATE ON gochatd_periodic_slots
-WHEN NEW.change_seq IS OLD.change_seq AND (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
-CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_delete BEFORE DELETE ON gochatd_periodic_slots
-WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
-BEGIN
-    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
-END;
 CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_insert AFTER INSERT ON gochatd_periodic_slots
+WHEN NEW.change_seq = 0
 BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE gochatd_periodic_slots SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
@@ -187,6 +165,16 @@ BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     UPDATE gochatd_periodic_slots SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
     WHERE name = NEW.name;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_numbered_insert AFTER INSERT ON gochatd_periodic_slots
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_numbered_update AFTER UPDATE ON gochatd_periodic_slots
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
 END;
 CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_delete AFTER DELETE ON gochatd_periodic_slots
 BEGIN

@@ -182,8 +182,74 @@ COMMIT
 ROLLBACK
 
 -- name: route_guard_installed
--- SQLite's guard triggers are part of migration 0007 (a subquery per row costs little here).
-SELECT 4
+-- The read-only guard of moved tenants: three triggers per table (see install_route_guard).
+SELECT count(*) >= 12 FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%readonly%'
 
 -- name: install_route_guard
-SELECT 1
+-- Installed by the first `migrate start` (a subquery per row is a cost only a move needs):
+-- a write to a row whose tenant's route is frozen or destination aborts.
+CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_insert BEFORE INSERT ON background_jobs
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_update BEFORE UPDATE ON background_jobs
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_readonly_delete BEFORE DELETE ON background_jobs
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_insert BEFORE INSERT ON reply_outbox
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_update BEFORE UPDATE ON reply_outbox
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_delete BEFORE DELETE ON reply_outbox
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_insert BEFORE INSERT ON gochatd_queue_pauses
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_update BEFORE UPDATE ON gochatd_queue_pauses
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_readonly_delete BEFORE DELETE ON gochatd_queue_pauses
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_insert BEFORE INSERT ON gochatd_periodic_slots
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_update BEFORE UPDATE ON gochatd_periodic_slots
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_readonly_delete BEFORE DELETE ON gochatd_periodic_slots
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NULL OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+
+-- name: install_change_indexes
+-- Catch-up reads one tenant's changes above a watermark.
+CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
+CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq)

@@ -206,3 +206,4 @@ async def test_retention_prunes_old_delete_tombstones_unless_a_move_is_tracked(
     await raw_sql(backend_url, "UPDATE gochatd_routes SET state = 'destination'", [])
     await prune_once(store, policy, pause_s=0)  # in batches of 2
     assert await _tombstones(backend_url) == 0
+
