@@ -38,13 +38,20 @@ START_PHASE = "start"
 DEFAULT_MAX_ROUNDS = 20
 
 
-def start_watermark(state: StateStore, scope: str, destination_label: str) -> int:
+def recorded_start(state: StateStore, scope: str, destination_label: str) -> int | None:
+    """The watermark ``start`` recorded for this scope and destination, if it ran."""
     recorded = state.get(scope, START_PHASE, destination_label)
-    if recorded is None or not isinstance(recorded.report.get("watermark"), int):
+    mark = recorded.report.get("watermark") if recorded is not None else None
+    return mark if isinstance(mark, int) else None
+
+
+def start_watermark(state: StateStore, scope: str, destination_label: str) -> int:
+    mark = recorded_start(state, scope, destination_label)
+    if mark is None:
         who = f"tenant {scope!r}" if scope != GLOBAL_SCOPE else "the fleet-wide tables"
         raise MigrateError(f"catch-up: no start watermark for {who} and this destination: "
                            "run `gochatd migrate start` first")
-    return int(recorded.report["watermark"])
+    return mark
 
 
 def applied_watermark(state: StateStore, scope: str, destination_label: str) -> int | None:

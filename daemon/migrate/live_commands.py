@@ -22,8 +22,10 @@ from gochatd.migrate.phases import (
     Move,
     adopt_new_scopes,
     cutover,
+    cutover_watermark,
     rollback,
     start,
+    validate_move,
 )
 from gochatd.migrate.progress import Progress
 from gochatd.migrate.report import Report
@@ -36,7 +38,7 @@ from gochatd.migrate.routes import (
 )
 from gochatd.migrate.schema import check_source
 from gochatd.migrate.state import DatabaseStateStore
-from gochatd.migrate.validate import validate_scope
+from gochatd.store.router import ROUTES_SCHEMA
 from gochatd.store.routes import EVERY_TENANT, RouteState
 
 EXIT_DIFFERENT = 3
@@ -98,7 +100,7 @@ def _dry_run(args: argparse.Namespace, source: Database, destination: Database) 
     """start/cutover/rollback with --dry-run: what the step would do now, writing nothing."""
     report = Report(args.migrate_command, source.endpoint, destination.endpoint, dry_run=True)
     check_source(source)
-    tracked = source.schema_version() >= 7
+    tracked = source.schema_version() >= ROUTES_SCHEMA
     live = len(fleet_acks(source, 0).acked) if tracked else 0
     for move in moves(args, source, report):
         route = get_route(source, move.key) if tracked else None
@@ -129,14 +131,10 @@ def _rollback_preview(source: Database, destination: Database, move: Move,
         return "would abandon the unfinished cutover (back to the source)"
     if route.window_over:
         return "would refuse: the read-only window is over"
-    state = DatabaseStateStore(source)
-    marks = [state.get(scope, "cutover", destination.endpoint.masked)
-             for scope, _ in move.scopes]
-    found = [int(m.report["destination_watermark"]) for m in marks
-             if m is not None and "destination_watermark" in m.report]
-    if not found:
+    since = cutover_watermark(DatabaseStateStore(source), move, destination.endpoint.masked)
+    if since is None:
         return "would refuse: no cutover record for this destination"
-    writes = destination_writes_after(destination, move.tenant, min(found))
+    writes = destination_writes_after(destination, move.tenant, since)
     if writes:
         return f"would refuse: the destination has {writes} write(s) of its own since the cutover"
     return "would validate both sides and route it back to the source"
@@ -266,14 +264,10 @@ def _catch_up(ctx: Context, move: Move, progress: Progress) -> dict[str, Any]:
 
 
 def _validate(ctx: Context, move: Move, progress: Progress) -> tuple[dict[str, Any], bool]:
-    out: dict[str, Any] = {}
     equal = True
-    for scope, tables in move.scopes:
-        result = validate_scope(ctx.source, ctx.destination, scope=scope, tables=tables,
-                                state=ctx.state, destination_label=ctx.destination_label,
-                                batch_size=ctx.batch_size)
-        out[scope] = result
-        progress.done()
+    progress.done()
+    out = validate_move(ctx, move)
+    for scope, result in out.items():
         for name, entry in result["tables"].items():
             verdict = "equal" if entry["equal"] else "DIFFERENT"
             sys.stderr.write(f"{label(scope)[:20]:20} {'validate':9} {name:24} "
@@ -290,7 +284,7 @@ def _run_dry(args: argparse.Namespace, source: Database, destination: Database) 
     destination_ready(destination, report, migrate=True, dry_run=True)
     state = source_state(source, report, dry_run=True)
     for move in todo:
-        route = get_route(source, move.key) if source.schema_version() >= 7 else None
+        route = get_route(source, move.key) if source.schema_version() >= ROUTES_SCHEMA else None
         print(f"{move.label}: route {route.state.value if route else 'none'}; would start "
               "tracking, copy, catch up and validate"
               + (", then cut over" if args.cutover else ""))

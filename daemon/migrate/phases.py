@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gochatd.migrate.backends import Database, MigrateError
-from gochatd.migrate.catch_up import catch_up_scope
+from gochatd.migrate.catch_up import catch_up_scope, recorded_start
 from gochatd.migrate.changes import safe_horizon
 from gochatd.migrate.routes import (
     FleetAck,
@@ -93,10 +93,7 @@ def _put(ctx: Context, move: Move, phase: str, status: str, report: dict[str, An
 
 
 def start_watermark(ctx: Context, scope: str) -> int | None:
-    previous = ctx.state.get(scope, START, ctx.destination_label)
-    if previous is None or "watermark" not in previous.report:
-        return None
-    return int(previous.report["watermark"])
+    return recorded_start(ctx.state, scope, ctx.destination_label)
 
 
 def start(ctx: Context, move: Move) -> dict[str, Any]:
@@ -265,9 +262,7 @@ def rollback(ctx: Context, move: Move) -> dict[str, Any]:
         if route.window_over:
             raise MigrateError(f"{move.label}: rollback refused: the source's read-only window "
                                f"ended at {route.readonly_until}")
-        marks = [_cutover_mark(ctx, scope) for scope, _ in move.scopes]
-        since = min(m for m in marks if m is not None) if any(
-            m is not None for m in marks) else None
+        since = cutover_watermark(ctx.state, move, ctx.destination_label)
         if since is None:
             raise MigrateError(f"{move.label}: rollback refused: no cutover record to check "
                                "the destination against")
@@ -293,11 +288,15 @@ def rollback(ctx: Context, move: Move) -> dict[str, Any]:
     return report
 
 
-def _cutover_mark(ctx: Context, scope: str) -> int | None:
-    done = ctx.state.get(scope, CUTOVER, ctx.destination_label)
-    if done is None or "destination_watermark" not in done.report:
-        return None
-    return int(done.report["destination_watermark"])
+def cutover_watermark(state: StateStore, move: Move, destination_label: str) -> int | None:
+    """The destination's own change counter as the move's cutover recorded it: a row or
+    tombstone numbered above it is a write the source never saw."""
+    marks = []
+    for scope, _ in move.scopes:
+        done = state.get(scope, CUTOVER, destination_label)
+        if done is not None and "destination_watermark" in done.report:
+            marks.append(int(done.report["destination_watermark"]))
+    return min(marks) if marks else None
 
 
 def _brief(report: dict[str, Any]) -> dict[str, Any]:
@@ -315,4 +314,4 @@ def _scope_label(scope: str) -> str:
 
 
 __all__: Sequence[str] = ["Context", "CutoverBlocked", "Move", "adopt_new_scopes", "cutover",
-                          "rollback", "start"]
+                          "cutover_watermark", "rollback", "start", "validate_move"]
