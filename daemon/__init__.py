@@ -14,7 +14,6 @@ Public API::
         job = await client.enqueue("message:send_reply", {"message_id": 7})
 """
 
-import gochatd.aio  # noqa: F401, I001  # trio_asyncio must be imported before psycopg
 
 from gochatd.client import Client
 from gochatd.context import JobContext

@@ -17,8 +17,6 @@ from typing import Any, NoReturn
 import trio
 
 import gochatd
-import gochatd.aio  # trio_asyncio before psycopg
-from gochatd.aio import open_loop
 from gochatd.argtypes import row_id
 from gochatd.client import Client
 from gochatd.config import FIELDS, Settings, load_settings
@@ -227,11 +225,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def _run_async(fn: Callable[[], Awaitable[int]]) -> int:
-    async def main() -> int:
-        async with open_loop():
-            return await fn()
-
-    return trio.run(main)
+    return trio.run(fn)
 
 
 # -- commands --------------------------------------------------------------------------------

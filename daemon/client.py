@@ -23,10 +23,8 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-import trio
-import trio_asyncio
+import anyio
 
-from gochatd.aio import open_loop
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, InvalidJob
 from gochatd.group_commit import GroupCommit
@@ -206,8 +204,6 @@ class Client:
         self._log = get_logger(component="client")
 
     async def __aenter__(self) -> Client:
-        if trio_asyncio.current_loop.get() is None:
-            await self._owned.enter_async_context(open_loop())
         if self.store is None:
             assert self._database_url is not None
             store = open_routed_store(self._database_url)
@@ -293,7 +289,7 @@ class Client:
         return results
 
     def _will_xadd(self) -> bool:
-        if not self.dispatch_ok and trio.current_time() >= self._dispatch_retry_at:
+        if not self.dispatch_ok and anyio.current_time() >= self._dispatch_retry_at:
             self.dispatch_ok = True
         return self.streams is not None and self.dispatch_ok
 
@@ -307,7 +303,7 @@ class Client:
                 await self.streams.publish(refs)
             except DispatchUnavailable:
                 self.dispatch_ok = False
-                self._dispatch_retry_at = trio.current_time() + DISPATCH_RETRY_S
+                self._dispatch_retry_at = anyio.current_time() + DISPATCH_RETRY_S
                 self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
                                   queue=refs[0].queue, note="the sweep will re-dispatch it")
         if self.on_enqueued is not None:

@@ -9,6 +9,7 @@
      │    └── InvalidTransition     the job's status does not allow that operation
      ├── StaleLease                 the lease owner/fence is no longer current; nothing written
      ├── StoreUnavailable           the database could not be reached (transient)
+     ├── ResourceClosed             gochatd's own connections were used after close()
      └── DispatchUnavailable        Redis could not be reached (transient; workers poll)
 
 ``NonRetryable`` is raised by handlers, not by gochatd: it makes a job dead at once.
@@ -72,6 +73,11 @@ class StaleLease(GochatdError):
 
 class StoreUnavailable(GochatdError):
     pass
+
+
+class ResourceClosed(GochatdError):
+    """Connections that gochatd closed itself were used again: a bug in the caller (Closed),
+    not an outage (Broken: ``StoreUnavailable``, ``DispatchUnavailable``)."""
 
 
 class TenantMoved(StoreUnavailable):

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-import trio
+import anyio
 
 from gochatd.errors import IdempotencyConflict, StoreUnavailable
 from gochatd.model import EnqueueRequest, EnqueueResult
@@ -33,14 +33,14 @@ class _Waiter:
     taken: bool = False
     result: EnqueueResult | None = None
     error: BaseException | None = None
-    done: trio.Event = field(default_factory=trio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)
 
 
 class GroupCommit:
     def __init__(self, write: WriteBatch) -> None:
         self._write = write
         self._queued: list[_Waiter] = []
-        self._lock = trio.Lock()
+        self._lock = anyio.Lock()
 
     async def submit(self, request: EnqueueRequest) -> EnqueueResult:
         waiter = _Waiter(request)
@@ -49,7 +49,7 @@ class GroupCommit:
             async with self._lock:
                 while not waiter.taken:
                     await self._flush()
-        except trio.Cancelled:
+        except anyio.get_cancelled_exc_class():
             if not waiter.taken:  # never written: forget it
                 self._queued.remove(waiter)
                 raise
@@ -73,8 +73,8 @@ class GroupCommit:
         try:
             # Other callers' jobs ride on this write: one caller's cancellation must not
             # abandon them half-way. A write that hangs is still given up in the end.
-            with trio.CancelScope(shield=True) as scope:
-                scope.deadline = trio.current_time() + WRITE_TIMEOUT_S
+            with anyio.CancelScope(shield=True) as scope:
+                scope.deadline = anyio.current_time() + WRITE_TIMEOUT_S
                 results = await self._write([w.request for w in batch])
             if scope.cancelled_caught:
                 raise StoreUnavailable(f"enqueue: no answer from the store in {WRITE_TIMEOUT_S:g}s")

@@ -30,9 +30,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import trio
-import trio_asyncio
 
-from gochatd.aio import open_loop
 from gochatd.client import Client
 from gochatd.config import Settings, load_settings
 from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
@@ -292,8 +290,6 @@ class Worker:
     @contextlib.asynccontextmanager
     async def _resources(self) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            if trio_asyncio.current_loop.get() is None:
-                await stack.enter_async_context(open_loop())
             await self.store.open()
             stack.push_async_callback(self._close_store)
             if self.migrate_on_start:

@@ -5,8 +5,6 @@ is not there. PostgreSQL comes from GOCHAT_TEST_PG_DSN (default: root@127.0.0.1:
 each test run creates its own database on that server and drops it at the end.
 """
 
-import gochatd  # noqa: F401, I001  # imports trio_asyncio before psycopg
-
 import os
 import shutil
 import uuid
@@ -16,7 +14,6 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from gochatd.aio import open_loop
 from gochatd.store import JobStore, open_store
 from tests.support.daemon_process import DaemonFactory
 from tests.support.redis_server import RedisServer
@@ -50,11 +47,10 @@ def pg_migrated(pg_url: str) -> str:
     import trio
 
     async def migrate() -> None:
-        async with open_loop():
-            store = open_store(pg_url)
-            await store.open()
-            await store.migrate()
-            await store.close()
+        store = open_store(pg_url)
+        await store.open()
+        await store.migrate()
+        await store.close()
 
     trio.run(migrate)
     return pg_url
@@ -109,12 +105,6 @@ def own_redis(redis_binary: str) -> Iterator[RedisServer]:
     server.stop()
 
 
-@pytest.fixture
-async def aio_loop() -> AsyncIterator[None]:
-    async with open_loop():
-        yield
-
-
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":
@@ -123,7 +113,7 @@ def backend_url(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def store(aio_loop: None, backend_url: str) -> AsyncIterator[JobStore]:
+async def store(backend_url: str) -> AsyncIterator[JobStore]:
     s = open_store(backend_url)
     await s.open()
     await s.migrate()

@@ -1,5 +1,3 @@
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 import sys
 
 from benchmarks.chaos.cli import main

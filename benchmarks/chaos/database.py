@@ -13,8 +13,6 @@ Instrumentation (the runner's, not the daemon's):
   every accepted completion and every reap, whoever made them.
 """
 
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +24,6 @@ from psycopg.types.json import Jsonb
 
 from benchmarks.chaos.postgres import APP_ROLE, PgCluster
 from benchmarks.chaos.recorder import EXECUTIONS_TABLE
-from gochatd.aio import open_loop
 from gochatd.client import Client
 from gochatd.store import open_store
 
@@ -162,13 +159,12 @@ class ScenarioDb:
             admin.execute(f'CREATE DATABASE "{self.name}" OWNER {APP_ROLE}')
 
         async def migrate() -> None:
-            async with open_loop():
-                store = open_store(self.app_url, pool_size=2)
-                await store.open()
-                try:
-                    await store.migrate()
-                finally:
-                    await store.close()
+            store = open_store(self.app_url, pool_size=2)
+            await store.open()
+            try:
+                await store.migrate()
+            finally:
+                await store.close()
 
         trio.run(migrate)
         with psycopg.connect(self.app_url, autocommit=True) as conn:

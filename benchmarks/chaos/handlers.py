@@ -21,8 +21,6 @@ a process killed mid-handler leaves no end. ``chaos:exit`` records its start and
 process by that many seconds; the recorder keeps the real clock.
 """
 
-import gochatd  # noqa: I001  # trio_asyncio before psycopg
-
 import os
 import threading
 import time
@@ -32,6 +30,7 @@ from typing import Any
 import psycopg
 import trio
 
+import gochatd
 from benchmarks.chaos.recorder import Recorder
 from gochatd.context import JobContext
 

@@ -1,27 +1,30 @@
 """Redis Streams dispatch: XADD on enqueue, XREADGROUP in one consumer group, XACK after the
 final state commits, XAUTOCLAIM for entries stranded by dead consumers.
 
-Every public method is one asyncio coroutine crossed once from Trio. A blocking read is
-bounded (``block_s``) and must be called inside a shielded scope: cancelling an in-flight
-XREADGROUP can strand an entry in the PEL (docs/architecture.md).
+Synchronous redis-py (with hiredis) on connections owned by threads (``handoff.Handoff``):
+every public method is one unit of work, one thread hop. The blocking read has a connection
+and a thread of its own. It is bounded (``block_s``) and must be called inside a shielded
+scope: cancelling an in-flight XREADGROUP can strand an entry in the PEL, which
+``autoclaim`` takes back (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aredis
-from redis.asyncio.retry import Retry
+import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
 
-from gochatd.aio import run_aio
-from gochatd.errors import DispatchUnavailable
+from gochatd.errors import DispatchUnavailable, ResourceClosed
+from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
 
 MAX_FIELD_BYTES = 256
@@ -138,7 +141,8 @@ class RedisStreams:
         self.consumer = consumer
         self.maxlen = maxlen
         self.block_s = block_s
-        self._redis: aredis.Redis | None = None
+        self._pool: Handoff[redis.Redis] | None = None
+        self._reader: Handoff[redis.Redis] | None = None
         self._fill: Any = None
         self._publish: Any = None
 
@@ -148,36 +152,50 @@ class RedisStreams:
     def queue_of(self, key: str) -> str:
         return key[len(self.prefix) + 1:]
 
-    async def open(self) -> None:
-        async def _open() -> None:
-            client = aredis.Redis.from_url(
-                self._url,
-                decode_responses=False,
-                socket_connect_timeout=2.0,
-                # A blocked read returns within block_s; anything much slower is a hang.
-                socket_timeout=self.block_s + 5.0,
-                health_check_interval=0,
-                client_name="gochatd",
-                # A pooled connection left over from before a Redis restart fails its first
-                # command; retry that once on a fresh connection (a real outage still fails).
-                retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-            )
-            self._redis = client
-            self._fill = client.register_script(_FILL_SCRIPT)
-            self._publish = client.register_script(_PUBLISH_SCRIPT)
+    def _connect(self, socket_timeout_s: float) -> redis.Redis:
+        """A connection thread's own client (one connection, opened on first use)."""
+        return redis.Redis.from_url(
+            self._url,
+            decode_responses=False,
+            socket_connect_timeout=2.0,
+            socket_timeout=socket_timeout_s,
+            health_check_interval=0,
+            client_name="gochatd",
+            single_connection_client=True,
+            # A connection left over from before a Redis restart fails its first command;
+            # retry that once on a fresh connection (a real outage still fails).
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
 
-        await run_aio(_open)
+    async def open(self) -> None:
+        # Commands answer at once; anything much slower than a second is a hang.
+        self._pool = Handoff(
+            "gochatd-redis", lambda: self._connect(5.0), _close_client, size=4,
+            interrupt=_break_socket, abandon_s=1.0,
+        )
+        # A blocked read returns within block_s; it gets a connection of its own.
+        self._reader = Handoff(
+            "gochatd-redis-read", lambda: self._connect(self.block_s + 5.0), _close_client,
+            interrupt=_break_socket, abandon_s=1.0,
+        )
+        scripts = redis.Redis()  # never connects: only encodes the scripts for their SHA
+        self._fill = scripts.register_script(_FILL_SCRIPT)
+        self._publish = scripts.register_script(_PUBLISH_SCRIPT)
 
     async def close(self) -> None:
-        client, self._redis = self._redis, None
-        if client is not None:
-            await run_aio(client.aclose)
+        pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
+        for handoff in (pool, reader):
+            if handoff is not None:
+                await handoff.close()
 
-    async def _call(self, fn: Any, *args: Any) -> Any:
-        if self._redis is None:
+    async def _call(self, fn: Any, *args: Any, reader: bool = False) -> Any:
+        handoff = self._reader if reader else self._pool
+        if handoff is None:
             raise DispatchUnavailable("redis client not open")
         try:
-            return await run_aio(fn, self._redis, *args)
+            return await handoff.run(lambda r: fn(r, *args))
+        except ResourceClosed:
+            raise DispatchUnavailable("redis client closed") from None
         except _TRANSIENT as exc:
             raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
         except RedisError as exc:
@@ -191,18 +209,18 @@ class RedisStreams:
     # -- health ----------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        async def _ping(r: aredis.Redis) -> None:
-            await r.ping()
+        def _ping(r: redis.Redis) -> None:
+            r.ping()
 
         await self._call(_ping)
 
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
 
-        async def _ensure(r: aredis.Redis, keys: list[str]) -> None:
+        def _ensure(r: redis.Redis, keys: list[str]) -> None:
             for key in keys:
                 try:
-                    await r.xgroup_create(key, group, id="0", mkstream=True)
+                    r.xgroup_create(key, group, id="0", mkstream=True)
                 except ResponseError as exc:
                     if "BUSYGROUP" not in str(exc):
                         raise
@@ -224,8 +242,8 @@ class RedisStreams:
         args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
         script = self._publish
 
-        async def _publish(r: aredis.Redis) -> None:
-            await script(keys=list(keys), args=args, client=r)
+        def _publish(r: redis.Redis) -> None:
+            script(keys=list(keys), args=args, client=r)
 
         await self._call(_publish)
 
@@ -248,17 +266,17 @@ class RedisStreams:
         # XREADGROUP's COUNT is per stream: split it so the total stays within ``count``.
         per_stream = max(1, count // len(keys))
 
-        async def _fill(r: aredis.Redis) -> list[StreamEntry]:
-            got = await fill(keys=keys, args=[group, consumer, count], client=r)
+        def _fill(r: redis.Redis) -> list[StreamEntry]:
+            got = fill(keys=keys, args=[group, consumer, count], client=r)
             return [_entry(s, i, f) for s, i, f in got or []]
 
-        async def _read(r: aredis.Redis) -> list[StreamEntry]:
+        def _read(r: redis.Redis) -> list[StreamEntry]:
             if fill_first:
-                got = await _fill(r)
+                got = _fill(r)
                 if got:
                     return got
             try:
-                res: Any = await r.xreadgroup(
+                res: Any = r.xreadgroup(
                     group, consumer, dict.fromkeys(keys, ">"),
                     count=count if fill_first else per_stream, block=block_ms,
                 )
@@ -267,13 +285,13 @@ class RedisStreams:
                 # waited on it. The fill recreates both.
                 if "NOGROUP" not in str(exc) and "UNBLOCKED" not in str(exc):
                     raise
-                return [] if fill_first else await _fill(r)
+                return [] if fill_first else _fill(r)
             out: list[StreamEntry] = []
             for stream, items in res or []:
                 out.extend(_entry(stream, entry_id, fields) for entry_id, fields in items)
             return out
 
-        return list(await self._call(_read))
+        return list(await self._call(_read, reader=True))
 
     async def ack(self, entries: Sequence[StreamEntry]) -> None:
         if not entries:
@@ -283,11 +301,11 @@ class RedisStreams:
             by_stream.setdefault(entry.stream, []).append(entry.entry_id)
         group = self.group
 
-        async def _ack(r: aredis.Redis) -> None:
-            async with r.pipeline(transaction=False) as pipe:
+        def _ack(r: redis.Redis) -> None:
+            with r.pipeline(transaction=False) as pipe:
                 for stream, ids in by_stream.items():
                     pipe.xack(stream, group, *ids)
-                await pipe.execute()
+                pipe.execute()
 
         await self._call(_ack)
 
@@ -297,12 +315,12 @@ class RedisStreams:
             return
         group, maxlen = self.group, self.maxlen
 
-        async def _hand_back(r: aredis.Redis) -> None:
-            async with r.pipeline(transaction=True) as pipe:
+        def _hand_back(r: redis.Redis) -> None:
+            with r.pipeline(transaction=True) as pipe:
                 for entry in entries:
                     pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
                     pipe.xack(entry.stream, group, entry.entry_id)
-                await pipe.execute()
+                pipe.execute()
 
         await self._call(_hand_back)
 
@@ -314,11 +332,11 @@ class RedisStreams:
         group, consumer = self.group, self.consumer
         min_idle_ms = int(min_idle_s * 1000)
 
-        async def _autoclaim(r: aredis.Redis) -> list[StreamEntry]:
+        def _autoclaim(r: redis.Redis) -> list[StreamEntry]:
             out: list[StreamEntry] = []
             for key in keys:
                 try:
-                    res = await r.xautoclaim(
+                    res = r.xautoclaim(
                         key, group, consumer, min_idle_time=min_idle_ms, start_id="0-0",
                         count=count,
                     )
@@ -335,7 +353,7 @@ class RedisStreams:
                         continue
                     out.append(_entry(key, entry_id, fields))
                 if len(res) > 2 and res[2]:
-                    await r.xack(key, group, *res[2])
+                    r.xack(key, group, *res[2])
             return out
 
         return list(await self._call(_autoclaim))
@@ -344,20 +362,20 @@ class RedisStreams:
         """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""
         key = self.key(queue)
 
-        async def _backlog(r: aredis.Redis) -> int:
-            info = await self._group_info(r, key)
+        def _backlog(r: redis.Redis) -> int:
+            info = self._group_info(r, key)
             if info is None:
                 return 0
             lag = info.get("lag")
             if lag is None:  # unknown after deletions: assume the whole stream
-                lag = await r.xlen(key)
+                lag = r.xlen(key)
             return int(lag) + int(info.get("pending") or 0)
 
         return int(await self._call(_backlog))
 
-    async def _group_info(self, r: aredis.Redis, key: str) -> dict[str, Any] | None:
+    def _group_info(self, r: redis.Redis, key: str) -> dict[str, Any] | None:
         try:
-            groups: list[dict[str, Any]] = await r.xinfo_groups(key)
+            groups: list[dict[str, Any]] = r.xinfo_groups(key)
         except ResponseError:
             return None
         return next((g for g in groups if _text(g.get("name")) == self.group), None)
@@ -366,20 +384,33 @@ class RedisStreams:
         """Drop entries every consumer has read and acked; returns entries removed."""
         keys = [self.key(q) for q in queues]
 
-        async def _trim(r: aredis.Redis) -> int:
+        def _trim(r: redis.Redis) -> int:
             removed = 0
             for key in keys:
-                info = await self._group_info(r, key)
+                info = self._group_info(r, key)
                 if info is None:
                     continue
-                pending = await r.xpending(key, self.group)
+                pending = r.xpending(key, self.group)
                 if pending.get("pending"):
                     boundary = _text(pending["min"])  # oldest unacked entry stays
                 else:
                     last = _text(info.get("last-delivered-id") or b"0-0")
                     ms, _, seq = last.partition("-")
                     boundary = f"{ms}-{int(seq or 0) + 1}"  # all delivered entries are acked
-                removed += int(await r.xtrim(key, minid=boundary, approximate=False))
+                removed += int(r.xtrim(key, minid=boundary, approximate=False))
             return removed
 
         return int(await self._call(_trim))
+
+
+def _close_client(client: redis.Redis) -> None:
+    client.close()
+
+
+def _break_socket(client: redis.Redis) -> None:
+    """Another thread: shut the client's socket down, so a command blocked on it fails now
+    (redis-py then drops the connection and opens a new one for the next command)."""
+    conn = client.connection
+    sock = getattr(conn, "_sock", None) if conn is not None else None
+    if sock is not None:
+        sock.shutdown(socket.SHUT_RDWR)

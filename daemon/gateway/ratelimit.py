@@ -17,11 +17,12 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import redis.asyncio as aredis
+import redis
 import trio
 from redis.exceptions import NoScriptError, RedisError
 
-from gochatd.aio import run_aio
+from gochatd.errors import ResourceClosed
+from gochatd.handoff import Handoff
 
 KEY_PREFIX = "gochat:gateway:rate:"
 #: Redis answers in well under this on a healthy network; a slow one falls back to local.
@@ -81,31 +82,30 @@ class LocalBuckets:
 class RateLimiter:
     def __init__(self, redis_url: str) -> None:
         self._url = redis_url
-        self._redis: aredis.Redis | None = None
+        self._redis: Handoff[redis.Redis] | None = None
         self._sha: str | None = None
         self.local = LocalBuckets()
         #: "redis" while the shared limiter answers, "local" otherwise.
         self.mode = "local"
 
+    def _connect(self) -> redis.Redis:
+        return redis.Redis.from_url(
+            self._url, socket_connect_timeout=REDIS_TIMEOUT_S,
+            socket_timeout=REDIS_TIMEOUT_S, health_check_interval=0,
+            client_name="gochatd-gateway", single_connection_client=True,
+        )
+
     async def open(self) -> None:
         if not self._url:
             return
-
-        async def _open() -> aredis.Redis:
-            return aredis.Redis.from_url(
-                self._url, socket_connect_timeout=REDIS_TIMEOUT_S,
-                socket_timeout=REDIS_TIMEOUT_S, health_check_interval=0,
-                client_name="gochatd-gateway",
-            )
-
-        self._redis = await run_aio(_open)
+        self._redis = Handoff("gochatd-ratelimit", self._connect, _close_client, size=2)
         self.mode = "redis"
 
     async def close(self) -> None:
         client, self._redis = self._redis, None
         if client is not None:
-            with trio.CancelScope(shield=True), trio.move_on_after(2):
-                await run_aio(client.aclose)
+            with trio.CancelScope(shield=True):
+                await client.close(timeout_s=2.0)
 
     async def take(self, tenant: str, rate_per_s: float, burst: int, cost: int) -> Decision:
         """Admit ``cost`` jobs of ``tenant`` or say how long to wait. Never raises for Redis
@@ -113,28 +113,28 @@ class RateLimiter:
         if rate_per_s <= 0:
             return Decision(True)
         if self.mode == "redis" and self._redis is not None:
+            key, interval_us = KEY_PREFIX + tenant, round(1_000_000 / rate_per_s, 3)
             try:
-                admitted, wait_us = await run_aio(
-                    self._evaluate, self._redis, KEY_PREFIX + tenant,
-                    round(1_000_000 / rate_per_s, 3), burst, cost,
+                admitted, wait_us = await self._redis.run(
+                    lambda r: self._evaluate(r, key, interval_us, burst, cost)
                 )
                 return Decision(bool(admitted), wait_us / 1_000_000)
-            except (RedisError, OSError, TimeoutError):
+            except (RedisError, OSError, TimeoutError, ResourceClosed):
                 self.mode = "local"  # the gateway loop probes and switches back
         return self.local.take(tenant, rate_per_s, burst, cost)
 
-    async def _evaluate(self, r: aredis.Redis, key: str, interval_us: float, burst: int,
-                        cost: int) -> tuple[int, int]:
-        """asyncio side: EVALSHA, loading the script once when the server lacks it."""
+    def _evaluate(self, r: redis.Redis, key: str, interval_us: float, burst: int,
+                  cost: int) -> tuple[int, int]:
+        """Connection thread: EVALSHA, loading the script once when the server lacks it."""
         args: list[Any] = [interval_us, burst, cost]
         if self._sha is not None:
             try:
-                result = await r.evalsha(self._sha, 1, key, *args)
+                result = r.evalsha(self._sha, 1, key, *args)
                 return int(result[0]), int(result[1])
             except NoScriptError:
                 pass
-        self._sha = await r.script_load(GCRA_SCRIPT)
-        result = await r.evalsha(self._sha, 1, key, *args)
+        self._sha = str(r.script_load(GCRA_SCRIPT))
+        result = r.evalsha(self._sha, 1, key, *args)
         return int(result[0]), int(result[1])
 
     async def probe(self) -> None:
@@ -142,7 +142,11 @@ class RateLimiter:
         if self.mode == "redis" or self._redis is None:
             return
         try:
-            await run_aio(self._redis.ping)
-        except (RedisError, OSError, TimeoutError):
+            await self._redis.run(lambda r: r.ping())
+        except (RedisError, OSError, TimeoutError, ResourceClosed):
             return
         self.mode = "redis"
+
+
+def _close_client(client: redis.Redis) -> None:
+    client.close()

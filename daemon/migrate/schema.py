@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import trio
 
-from gochatd.aio import open_loop
 from gochatd.migrate.backends import Database, MigrateError
 from gochatd.store import open_store
 from gochatd.store.queries import load_migrations
@@ -23,13 +22,12 @@ def upgrade(db: Database) -> list[str]:
     db.close()  # SQLite: let the store take the write lock
 
     async def run() -> list[str]:
-        async with open_loop():
-            store = open_store(db.endpoint.url)
-            await store.open()
-            try:
-                return await store.migrate()
-            finally:
-                await store.close()
+        store = open_store(db.endpoint.url)
+        await store.open()
+        try:
+            return await store.migrate()
+        finally:
+            await store.close()
 
     return trio.run(run)
 

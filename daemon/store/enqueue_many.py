@@ -7,9 +7,8 @@ job type and payload match, and is a conflict otherwise. Conflicts are reported 
 ``IdempotencyConflict`` naming the item's index. Two items of one batch with the same key
 behave like two enqueues in item order: the first creates the row, the second finds it.
 
-Both functions run on the driver's side of the bridge (PostgreSQL: inside one asyncio
-coroutine, in a transaction the caller opened; SQLite: on the store's thread), so a batch
-crosses once.
+Both functions run on the thread that owns the connection (PostgreSQL: in a transaction the
+caller opened), so a batch is one thread hop.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import Connection
 
 from gochatd.errors import IdempotencyConflict, StoreUnavailable
 from gochatd.model import EnqueueRequest, EnqueueResult, Job, JobStatus
@@ -65,10 +64,10 @@ def _pg_insert_params(
     return {"items": json.dumps(rows, allow_nan=False), "dispatch_now": dispatch_now}
 
 
-async def pg_enqueue_many(
-    conn: AsyncConnection[Any], requests: Sequence[EnqueueRequest], raise_on_conflict: bool
+def pg_enqueue_many(
+    conn: Connection[Any], requests: Sequence[EnqueueRequest], raise_on_conflict: bool
 ) -> list[EnqueueResult]:
-    """asyncio side, inside a transaction: one INSERT for the batch, then one SELECT for the
+    """Connection thread, inside a transaction: one INSERT for the batch, then one SELECT for the
     items whose key was already taken."""
     # The client asks for dispatch per batch; a mixed batch dispatches none up front (the
     # scheduler XADDs them instead).
@@ -76,16 +75,16 @@ async def pg_enqueue_many(
     results: list[EnqueueResult | None] = [None] * len(requests)
     pending = list(range(len(requests)))
     for _ in range(ATTEMPTS):
-        cur = await conn.execute(
+        cur = conn.execute(
             PG["enqueue_jobs"], _pg_insert_params(requests, pending, dispatch_now)
         )
-        for row in await cur.fetchall():
+        for row in cur.fetchall():
             index = pending[int(row[0]) - 1]
             results[index] = EnqueueResult(_inserted_job(requests[index], row[1:]), created=True)
         missing = [i for i in pending if results[i] is None]
         if not missing:
             break
-        cur = await conn.execute(
+        cur = conn.execute(
             PG["find_idempotent_jobs"],
             {
                 "ords": missing,
@@ -95,7 +94,7 @@ async def pg_enqueue_many(
                 "payloads": [canonical_json(requests[i].payload) for i in missing],
             },
         )
-        for row in await cur.fetchall():
+        for row in cur.fetchall():
             index, job = int(row[0]), job_from_row(row[1:])
             same = same_job(job, requests[index].job_type, requests[index].payload)
             if not same and raise_on_conflict:

@@ -3,9 +3,8 @@
 ``claim_periodic_slot`` moves a periodic job's ``last_slot`` forward with a compare-and-set;
 only the caller whose statement moved it enqueues the slot's job, in the same transaction.
 Two daemons waking for the same slot therefore enqueue it once, and a slot already recorded
-is never enqueued again, even after its job was pruned. The functions run on the driver's
-side of the bridge (PostgreSQL: inside one asyncio coroutine; SQLite: on the store's
-thread), so one slot is one crossing.
+is never enqueued again, even after its job was pruned. The functions run on the thread
+that owns the connection, so one slot is one thread hop.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from psycopg import AsyncConnection
+from psycopg import Connection
 
 from gochatd.model import EnqueueRequest, Job
 from gochatd.store.enqueue_many import pg_enqueue_many, sqlite_enqueue_params
@@ -77,16 +76,16 @@ def _as_datetime(value: Any) -> datetime:
     return moment
 
 
-async def pg_claim_periodic_slot(
-    conn: AsyncConnection[Any], name: str, slot: datetime, request: EnqueueRequest | None
+def pg_claim_periodic_slot(
+    conn: Connection[Any], name: str, slot: datetime, request: EnqueueRequest | None
 ) -> SlotClaim:
-    """asyncio side, inside a transaction the caller opened."""
-    cur = await conn.execute(PG["claim_periodic_slot"], {"name": name, "slot": slot})
-    if await cur.fetchone() is None:
+    """Connection thread, inside a transaction the caller opened."""
+    cur = conn.execute(PG["claim_periodic_slot"], {"name": name, "slot": slot})
+    if cur.fetchone() is None:
         return SlotClaim(False)
     if request is None:
         return SlotClaim(True)
-    [result] = await pg_enqueue_many(conn, [request], False)
+    [result] = pg_enqueue_many(conn, [request], False)
     return SlotClaim(True, result.job if result.created else None)
 
 

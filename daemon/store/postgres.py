@@ -1,20 +1,18 @@
-"""PostgreSQL store: psycopg 3 async through trio-asyncio, one crossing per operation."""
+"""PostgreSQL store: synchronous psycopg 3 on connections owned by threads, one thread hop
+per operation (store/pg_threads.py)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import AsyncConnection, sql
+from psycopg import sql
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.types.string import TextLoader
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
-from gochatd.aio import run_aio
 from gochatd.errors import (
     IdempotencyConflict,
     InvalidJob,
@@ -34,6 +32,7 @@ from gochatd.redact import mask_url
 from gochatd.store.enqueue_many import pg_enqueue_many
 from gochatd.store.outbox import reply_rows
 from gochatd.store.periodic_slots import SlotClaim, pg_claim_periodic_slot
+from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
 from gochatd.store.scope import scoped_queries
@@ -83,87 +82,67 @@ def _translate(exc: BaseException) -> Exception | None:
         return InvalidJob(f"rejected by the database: {exc.diag.constraint_name or 'constraint'}")
     if isinstance(exc, psycopg.errors.InvalidTextRepresentation | psycopg.errors.DataError):
         return InvalidJob("rejected by the database: invalid value")
-    if isinstance(exc, psycopg.OperationalError | PoolTimeout | OSError):
+    if isinstance(exc, psycopg.OperationalError | OSError):
         return StoreUnavailable(f"postgres unavailable: {type(exc).__name__}")
     return None
 
 
 class PostgresStore(SqlJobStore):
+    """Synchronous psycopg on connections that threads own (store/pg_threads.py): every
+    operation is one unit of work handed to one thread, whatever its statements."""
+
     dialect = "postgres"
     has_notifications = True
     _scoped_queries = scoped_queries(Q)
 
     def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
         self._dsn = dsn
-        self._pool_size = pool_size
-        self._pool: AsyncConnectionPool | None = None
-        self._listener: AsyncConnection[Any] | None = None
+        self._pool = connection_pool("gochatd-pg", self._connect, pool_size)
+        self._listener: Listener | None = None
 
     def __repr__(self) -> str:
         return f"PostgresStore({mask_url(self._dsn)!r})"
 
     # -- lifecycle -------------------------------------------------------------------------
 
+    def _connect(self) -> psycopg.Connection[Any]:
+        return psycopg.Connection.connect(
+            self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10
+        )
+
     async def open(self) -> None:
-        async def _open() -> AsyncConnectionPool:
-            pool = AsyncConnectionPool(
-                self._dsn,
-                min_size=1,
-                max_size=self._pool_size,
-                open=False,
-                kwargs={"autocommit": True, "context": _ADAPTERS},
-                timeout=10.0,
-                name="gochatd",
-            )
-            try:
-                await pool.open(wait=True, timeout=10.0)
-            except BaseException:
-                await pool.close()
-                raise
-            return pool
-
-        self._pool = await self._call(_open)
-        # LISTEN from the start, so work committed before the first wait is not missed.
-        await self._call(self._ensure_listener)
-
-    async def _ensure_listener(self) -> AsyncConnection[Any]:
-        """asyncio side: the dedicated autocommit connection that LISTENs."""
-        if self._listener is None or self._listener.closed:
-            conn = await AsyncConnection.connect(self._dsn, autocommit=True)
-            await conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            self._listener = conn
-        return self._listener
+        """Connect now, so a database that is not there fails here; LISTEN from the start,
+        so work committed before the first wait is not missed."""
+        await self._call(lambda conn: None)
+        listening = await self._call(
+            lambda conn: listen_connection(self._connect, NOTIFY_CHANNEL)
+        )
+        self._listener = Listener(self._connect, NOTIFY_CHANNEL, listening)
+        self._listener.start()
 
     async def close(self) -> None:
-        async def _close() -> None:
-            if self._listener is not None:
-                with contextlib.suppress(Exception):
-                    await self._listener.close()
-                self._listener = None
-            if self._pool is not None:
-                await self._pool.close()
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
+        await self._pool.close()
 
-        await run_aio(_close)
-
-    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
-        """Cross the bridge once and translate driver errors at this boundary."""
+    async def _call(self, fn: Callable[[psycopg.Connection[Any]], T]) -> T:
+        """One unit of work on a pooled connection's thread; driver errors are translated at
+        this boundary."""
         try:
-            return await run_aio(fn)
-        except (psycopg.Error, PoolTimeout, OSError) as exc:
+            return await self._pool.run(fn)
+        except (psycopg.Error, OSError) as exc:
             translated = _translate(exc)
             if translated is None:
                 raise
             raise translated from None
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        assert self._pool is not None, "store not opened"
-        pool = self._pool
-        params = self._scoped(name, params)
+        query, params = Q[name], self._scoped(name, params)
 
-        async def _run() -> list[Any]:
-            async with pool.connection() as conn:
-                cur = await conn.execute(Q[name], params, prepare=True)
-                return await cur.fetchall() if cur.description else []
+        def _run(conn: psycopg.Connection[Any]) -> list[Any]:
+            cur = conn.execute(query, params, prepare=True)
+            return cur.fetchall() if cur.description else []
 
         return await self._call(_run)
 
@@ -206,25 +185,22 @@ class PostgresStore(SqlJobStore):
     # -- schema ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
-        assert self._pool is not None
-        pool = self._pool
-
-        async def _migrate() -> list[str]:
+        def _migrate(conn: psycopg.Connection[Any]) -> list[str]:
             applied: list[str] = []
-            async with pool.connection() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                await conn.execute(
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                conn.execute(
                     "CREATE TABLE IF NOT EXISTS gochatd_schema_migrations ("
                     " version integer PRIMARY KEY, name text NOT NULL,"
                     " applied_at timestamptz NOT NULL DEFAULT now())"
                 )
-                cur = await conn.execute("SELECT version FROM gochatd_schema_migrations")
-                done = {row[0] for row in await cur.fetchall()}
+                done = {row[0] for row in conn.execute(
+                    "SELECT version FROM gochatd_schema_migrations").fetchall()}
                 for migration in load_migrations("postgres"):
                     if migration.version in done:
                         continue
-                    await conn.execute(sql.SQL(migration.up_sql))
-                    await conn.execute(
+                    conn.execute(sql.SQL(migration.up_sql))
+                    conn.execute(
                         "INSERT INTO gochatd_schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.version, migration.name),
                     )
@@ -234,26 +210,19 @@ class PostgresStore(SqlJobStore):
         return await self._call(_migrate)
 
     async def schema_version(self) -> int:
-        assert self._pool is not None
-        pool = self._pool
-
-        async def _version() -> int:
-            async with pool.connection() as conn:
-                cur = await conn.execute("SELECT to_regclass('gochatd_schema_migrations')")
-                row = await cur.fetchone()
-                if row is None or row[0] is None:
-                    return 0
-                cur = await conn.execute("SELECT coalesce(max(version), 0) FROM gochatd_schema_migrations")
-                row = await cur.fetchone()
-                return int(row[0]) if row else 0
+        def _version(conn: psycopg.Connection[Any]) -> int:
+            row = conn.execute("SELECT to_regclass('gochatd_schema_migrations')").fetchone()
+            if row is None or row[0] is None:
+                return 0
+            row = conn.execute(
+                "SELECT coalesce(max(version), 0) FROM gochatd_schema_migrations").fetchone()
+            return int(row[0]) if row else 0
 
         return await self._call(_version)
 
     # -- producers -------------------------------------------------------------------------
 
     async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
-        assert self._pool is not None
-        pool = self._pool
         params = {
             "tenant_id": request.tenant_id,
             "job_type": request.job_type,
@@ -268,24 +237,19 @@ class PostgresStore(SqlJobStore):
             "dispatch_now": request.dispatch_now,
         }
 
-        async def _enqueue() -> EnqueueResult:
-            async with pool.connection() as conn:
-                for _ in range(3):  # the existing row may vanish between the two statements
-                    cur = await conn.execute(Q["enqueue_job"], params, prepare=True)
-                    row = await cur.fetchone()
-                    if row is not None:
-                        return EnqueueResult(job_from_row(row), created=True)
-                    cur = await conn.execute(Q["find_idempotent_job"], params, prepare=True)
-                    row = await cur.fetchone()
-                    if row is None:
-                        continue
-                    job = job_from_row(row)
-                    if not same_job(job, request.job_type, request.payload):
-                        assert request.idempotency_key is not None
-                        raise IdempotencyConflict(
-                            request.tenant_id, request.idempotency_key, job.id
-                        )
-                    return EnqueueResult(job, created=False)
+        def _enqueue(conn: psycopg.Connection[Any]) -> EnqueueResult:
+            for _ in range(3):  # the existing row may vanish between the two statements
+                row = conn.execute(Q["enqueue_job"], params, prepare=True).fetchone()
+                if row is not None:
+                    return EnqueueResult(job_from_row(row), created=True)
+                row = conn.execute(Q["find_idempotent_job"], params, prepare=True).fetchone()
+                if row is None:
+                    continue
+                job = job_from_row(row)
+                if not same_job(job, request.job_type, request.payload):
+                    assert request.idempotency_key is not None
+                    raise IdempotencyConflict(request.tenant_id, request.idempotency_key, job.id)
+                return EnqueueResult(job, created=False)
             raise StoreUnavailable("enqueue raced with deletion three times")
 
         return await self._call(_enqueue)
@@ -293,26 +257,21 @@ class PostgresStore(SqlJobStore):
     async def enqueue_many(
         self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
     ) -> list[EnqueueResult]:
-        assert self._pool is not None
-        pool = self._pool
         if not requests:
             return []
 
-        async def _enqueue_many() -> list[EnqueueResult]:
-            async with pool.connection() as conn, conn.transaction():
-                return await pg_enqueue_many(conn, requests, raise_on_conflict)
+        def _enqueue_many(conn: psycopg.Connection[Any]) -> list[EnqueueResult]:
+            with conn.transaction():
+                return pg_enqueue_many(conn, requests, raise_on_conflict)
 
         return await self._call(_enqueue_many)
 
     async def claim_periodic_slot(
         self, name: str, slot: datetime, request: EnqueueRequest | None
     ) -> SlotClaim:
-        assert self._pool is not None
-        pool = self._pool
-
-        async def _claim_slot() -> SlotClaim:
-            async with pool.connection() as conn, conn.transaction():
-                return await pg_claim_periodic_slot(conn, name, slot, request)
+        def _claim_slot(conn: psycopg.Connection[Any]) -> SlotClaim:
+            with conn.transaction():
+                return pg_claim_periodic_slot(conn, name, slot, request)
 
         return await self._call(_claim_slot)
 
@@ -321,28 +280,22 @@ class PostgresStore(SqlJobStore):
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
-        assert self._pool is not None
-        pool = self._pool
         if limit <= 0 or not queues:
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
         scope = self._scope_params()
+        query = Q["claim_due_jobs"]
 
-        async def _claim() -> list[tuple[Any, ...]]:
+        def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             rows: list[tuple[Any, ...]] = []
-            async with pool.connection() as conn:
-                for queue in queues:
-                    want = limit - len(rows)
-                    if want <= 0:
-                        break
-                    cur = await conn.execute(
-                        Q["claim_due_jobs"],
-                        {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
-                         **scope},
-                        prepare=True,
-                    )
-                    rows.extend(await cur.fetchall())
+            for queue in queues:
+                want = limit - len(rows)
+                if want <= 0:
+                    break
+                params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
+                          **scope}
+                rows.extend(conn.execute(query, params, prepare=True).fetchall())
             return rows
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
@@ -351,36 +304,22 @@ class PostgresStore(SqlJobStore):
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        assert self._pool is not None
-        pool, limits, scope = self._pool, dict(self.tenant_limits), self._scope_params()
+        limits, scope = dict(self.tenant_limits), self._scope_params()
 
-        async def _claim() -> list[tuple[Any, ...]]:
-            async with pool.connection() as conn:
-                return await pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog, scope=scope)
+        def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+            return pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
+                                    backlog=backlog, scope=scope)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 
     # -- notifications ---------------------------------------------------------------------
 
     async def wait_for_notification(self, timeout_s: float) -> bool:
-
-        async def _wait() -> bool:
-            listener = await self._ensure_listener()
-            got = False
-            async for _ in listener.notifies(timeout=timeout_s, stop_after=1):
-                got = True
-            return got
-
+        """True when another process announced new work (the NOTIFY trigger) since the last
+        call (listening started when the store opened)."""
+        if self._listener is None:
+            raise StoreUnavailable("postgres store is not open")
         try:
-            return await self._call(_wait)
-        except StoreUnavailable:
-            listener, self._listener = self._listener, None
-            if listener is not None:
-                await run_aio(_quiet_close, listener)
-            raise
-
-
-async def _quiet_close(conn: AsyncConnection[Any]) -> None:
-    with contextlib.suppress(Exception):
-        await conn.close()
+            return await self._listener.wait(timeout_s)
+        except ConnectionError as exc:
+            raise StoreUnavailable(str(exc)) from None

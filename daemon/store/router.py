@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
-import trio
+import anyio
 
 from gochatd.errors import JobNotFound, StoreUnavailable, TenantMoved
 from gochatd.logs import get_logger
@@ -87,7 +87,7 @@ class RoutedStore:
         self.hold_s = hold_s
         self._routing = False  # the home schema has a route table
         self._limits: dict[str, int] = {}
-        self._refresh_lock = trio.Lock()
+        self._refresh_lock = anyio.Lock()
         self._log = get_logger(component="router")
 
     def __repr__(self) -> str:
@@ -160,13 +160,13 @@ class RoutedStore:
     async def _writer(self, tenant_id: str | None) -> ScopedStore:
         """The store that takes this tenant's writes, holding while its cutover runs."""
         if self.routes.is_frozen(tenant_id):
-            deadline = trio.current_time() + self.hold_s
+            deadline = anyio.current_time() + self.hold_s
             while self.routes.is_frozen(tenant_id):
-                if trio.current_time() >= deadline:
+                if anyio.current_time() >= deadline:
                     raise StoreUnavailable(
                         "a tenant's move to another database is taking longer than "
                         f"{self.hold_s:g}s; retry later")
-                await trio.sleep(_HOLD_POLL_S)
+                await anyio.sleep(_HOLD_POLL_S)
                 await self.refresh_routes()
         return self._store_now(tenant_id)
 
@@ -273,7 +273,7 @@ class RoutedStore:
                 for store in self._active():
                     applied.update(await store.finish_jobs(group))
 
-        async with trio.open_nursery() as nursery:  # a held tenant doesn't hold the others
+        async with anyio.create_task_group() as nursery:  # a held tenant doesn't hold the others
             for tenant, group in _group(finishes, lambda f: f.tenant_id).items():
                 nursery.start_soon(finish_group, tenant, group)
         return applied
@@ -296,7 +296,7 @@ class RoutedStore:
                 for store in self._active():
                     states.extend(await store.extend_leases(group, owner, lease_s))
 
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             for tenant, group in _group(leases, lambda x: x.tenant_id).items():
                 nursery.start_soon(extend_group, tenant, group)
         return states
@@ -428,7 +428,7 @@ class RoutedStore:
         if len(stores) == 1:
             return await stores[0].wait_for_notification(timeout_s)
         woken = False
-        async with trio.open_nursery() as nursery:
+        async with anyio.create_task_group() as nursery:
             async def wait(store: ScopedStore) -> None:
                 nonlocal woken
                 if await store.wait_for_notification(timeout_s):

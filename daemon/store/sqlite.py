@@ -22,6 +22,7 @@ from gochatd.errors import (
     StoreUnavailable,
     TenantMoved,
 )
+from gochatd.handoff import Handoff
 from gochatd.model import (
     ClaimedJob,
     EnqueueRequest,
@@ -55,8 +56,10 @@ class SqliteStore(SqlJobStore):
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._conn: sqlite3.Connection | None = None
-        self._limiter = trio.CapacityLimiter(1)
+        #: One thread owns the one connection (SQLite serialises writers anyway).
+        self._pool: Handoff[sqlite3.Connection] = Handoff(
+            "gochatd-sqlite", self._connect, _close_connection, size=1
+        )
         self._data_version: int | None = None
 
     @classmethod
@@ -74,10 +77,7 @@ class SqliteStore(SqlJobStore):
     # -- plumbing --------------------------------------------------------------------------
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn
-        assert conn is not None, "store not opened"
-
-        def call() -> T:
+        def call(conn: sqlite3.Connection) -> T:
             try:
                 return fn(conn)
             except sqlite3.IntegrityError as exc:
@@ -87,7 +87,7 @@ class SqliteStore(SqlJobStore):
             except sqlite3.OperationalError as exc:
                 raise StoreUnavailable(f"sqlite unavailable: {exc}") from None
 
-        return await trio.to_thread.run_sync(call, limiter=self._limiter)
+        return await self._pool.run(call)
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
         params = self._scoped(name, params)
@@ -136,8 +136,9 @@ class SqliteStore(SqlJobStore):
 
     # -- lifecycle -------------------------------------------------------------------------
 
-    async def open(self) -> None:
-        def _connect() -> sqlite3.Connection:
+    def _connect(self) -> sqlite3.Connection:
+        """The store's thread, on its first unit of work."""
+        try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(
@@ -146,22 +147,19 @@ class SqliteStore(SqlJobStore):
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=30000")
-            # Foreign SQL can store text that is not UTF-8; one such row must not make
-            # every read of its batch fail.
-            conn.text_factory = _lenient_text
-            return conn
-
-        try:
-            self._conn = await trio.to_thread.run_sync(_connect, limiter=self._limiter)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open sqlite database {self.path!r}: {exc}") from None
+        # Foreign SQL can store text that is not UTF-8; one such row must not make every
+        # read of its batch fail.
+        conn.text_factory = _lenient_text
+        return conn
+
+    async def open(self) -> None:
         # The baseline is taken now, so commits before the first wait are noticed.
         self._data_version = await self._run(_data_version)
 
     async def close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
+        await self._pool.close()
 
     async def migrate(self) -> list[str]:
         def _migrate(conn: sqlite3.Connection) -> list[str]:
@@ -313,6 +311,10 @@ def _in_transaction(conn: sqlite3.Connection, sql: str, params: dict[str, Any]) 
         raise
     conn.execute("COMMIT")
     return rows
+
+
+def _close_connection(conn: sqlite3.Connection) -> None:
+    conn.close()
 
 
 def _lenient_text(data: bytes) -> str:

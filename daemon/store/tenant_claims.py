@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import Connection
 
 from gochatd.store.queries import load_queries
 
@@ -29,50 +29,50 @@ PG = load_queries("postgres")
 SQLITE = load_queries("sqlite")
 
 
-async def pg_claim_limited(
-    conn: AsyncConnection[Any], limits: Mapping[str, int], ids: Sequence[int] | None,
+def pg_claim_limited(
+    conn: Connection[Any], limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
     scope: Mapping[str, Any],
 ) -> list[tuple[Any, ...]]:
     """``ids``: claim those; None: pick due jobs of ``queues`` first (with ``backlog``:
     only limited tenants' jobs)."""
     tenants, caps = list(limits), list(limits.values())
-    async with conn.transaction():
+    with conn.transaction():
         if ids is None:
-            cur = await conn.execute(PG["full_tenants"],
+            cur = conn.execute(PG["full_tenants"],
                                      {"tenants": tenants, "limits": caps, **scope})
-            full = [r[0] for r in await cur.fetchall()]
+            full = [r[0] for r in cur.fetchall()]
             picked: list[int] = []
             if backlog:
                 open_ = [t for t in tenants if t not in full]
                 if not open_:
                     return []
-                cur = await conn.execute(PG["pick_limited_due_job_ids"], {
+                cur = conn.execute(PG["pick_limited_due_job_ids"], {
                     "open": open_, "queues": list(queues), "limit": limit, **scope})
-                picked = [int(r[0]) for r in await cur.fetchall()]
+                picked = [int(r[0]) for r in cur.fetchall()]
                 queues = ()
             for queue in queues:
                 if len(picked) >= limit:
                     break
-                cur = await conn.execute(PG["pick_due_job_ids"], {
+                cur = conn.execute(PG["pick_due_job_ids"], {
                     "queue": queue, "full": full, "limit": limit - len(picked), **scope})
-                picked.extend(int(r[0]) for r in await cur.fetchall())
+                picked.extend(int(r[0]) for r in cur.fetchall())
             ids = picked
         if not ids:
             return []
-        cur = await conn.execute(PG["limited_tenants_of_jobs"],
+        cur = conn.execute(PG["limited_tenants_of_jobs"],
                                  {"ids": list(ids), "tenants": tenants, **scope})
-        involved = [r[0] for r in await cur.fetchall()]
+        involved = [r[0] for r in cur.fetchall()]
         if not involved:
-            cur = await conn.execute(PG["claim_jobs"], {
+            cur = conn.execute(PG["claim_jobs"], {
                 "ids": list(ids), "owner": owner, "lease_s": lease_s, **scope})
-            return list(await cur.fetchall())
+            return list(cur.fetchall())
         for tenant in involved:  # sorted by the query: a fixed lock order
-            await conn.execute(PG["lock_tenant_claims"], {"tenant_id": tenant})
-        cur = await conn.execute(PG["claim_jobs_limited"], {
+            conn.execute(PG["lock_tenant_claims"], {"tenant_id": tenant})
+        cur = conn.execute(PG["claim_jobs_limited"], {
             "ids": list(ids), "tenants": tenants, "limits": caps, "owner": owner,
             "lease_s": lease_s, **scope})
-        return list(await cur.fetchall())
+        return list(cur.fetchall())
 
 
 def sqlite_claim_limited(

@@ -1,8 +1,6 @@
 """Fixtures for the admin API tests: the two stacks (SQLite alone, PostgreSQL + Redis
 Streams) and real daemon processes."""
 
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 from pathlib import Path
 
 import psycopg

@@ -30,7 +30,7 @@ WRONG: tuple[dict[str, str], ...] = (
 )
 
 
-async def test_mutations_need_the_bearer_token(aio_loop: None, sqlite_stack: Stack) -> None:
+async def test_mutations_need_the_bearer_token(sqlite_stack: Stack) -> None:
     async with admin_worker(sqlite_stack, admin_token=TOKEN) as admin:
         job = await admin.worker.client.enqueue("sys:noop", {}, queue="parked")
         for headers in WRONG:
@@ -74,7 +74,7 @@ async def test_mutations_need_the_bearer_token(aio_loop: None, sqlite_stack: Sta
 
 
 async def test_without_a_token_only_loopback_host_names_are_served(
-    aio_loop: None, sqlite_stack: Stack
+    sqlite_stack: Stack
 ) -> None:
     async with admin_worker(sqlite_stack) as admin:
         port = admin.port

@@ -130,7 +130,7 @@ def table(admin: Admin) -> list[Bad]:
 # -- the test ----------------------------------------------------------------------------------
 
 
-async def test_bad_requests_get_json_4xx_and_change_nothing(aio_loop: None, stack: Stack) -> None:
+async def test_bad_requests_get_json_4xx_and_change_nothing(stack: Stack) -> None:
     async with admin_worker(stack, admin_max_body_bytes=MAX_BODY) as admin:
         client = admin.worker.client
         # Data an injection would reveal or touch if it worked.

@@ -29,7 +29,7 @@ async def _statuses(admin: Admin, ids: list[int]) -> dict[int, dict[str, Any]]:
     return {i: await admin.job(i) for i in ids}
 
 
-async def test_drain_under_load_then_resume(aio_loop: None, stack: Stack) -> None:
+async def test_drain_under_load_then_resume(stack: Stack) -> None:
     concurrency, total = 3, 9
     async with admin_worker(stack, worker_concurrency=concurrency) as admin:
         ids = [(await admin.worker.client.enqueue("sys:sleep", {"seconds": JOB_S})).id
@@ -119,7 +119,7 @@ def test_drain_with_exit_stops_the_daemon_once_drained(
 
 
 
-async def test_idle_drain_with_exit_stops_at_once(aio_loop: None, sqlite_stack: Stack) -> None:
+async def test_idle_drain_with_exit_stops_at_once(sqlite_stack: Stack) -> None:
     async with admin_worker(sqlite_stack) as admin:
         body = await admin.post("/v1/drain", params={"exit": "1"})
         assert body["exit_when_drained"] is True and body["drained"] is True
@@ -129,7 +129,7 @@ async def test_idle_drain_with_exit_stops_at_once(aio_loop: None, sqlite_stack: 
 
 
 async def test_while_stopping_readyz_is_down_and_resume_is_refused(
-    aio_loop: None, sqlite_stack: Stack
+    sqlite_stack: Stack
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))

@@ -54,7 +54,7 @@ async def untouched(admin: Admin, job_id: int) -> bool:
     return bool(job["status"] == "queued" and job["attempts"] == 0 and job["locked_by"] is None)
 
 
-async def test_probes_status_and_openapi(aio_loop: None, stack: Stack) -> None:
+async def test_probes_status_and_openapi(stack: Stack) -> None:
     async with admin_worker(stack, worker_concurrency=6) as admin:
         assert await admin.get("/healthz") == {"status": "ok"}
         assert await admin.get("/readyz") == {
@@ -94,7 +94,7 @@ async def test_probes_status_and_openapi(aio_loop: None, stack: Stack) -> None:
         assert doc["security"] == []
 
 
-async def test_local_pause_drain_and_resume(aio_loop: None, stack: Stack) -> None:
+async def test_local_pause_drain_and_resume(stack: Stack) -> None:
     async with admin_worker(stack) as admin:
         paused = await admin.post("/v1/pause")
         assert paused["paused"] is True and paused["draining"] is False
@@ -122,7 +122,7 @@ async def test_local_pause_drain_and_resume(aio_loop: None, stack: Stack) -> Non
         await admin.wait_job(late.id, "completed")
 
 
-async def test_queue_counts_agree_with_what_was_enqueued(aio_loop: None, stack: Stack) -> None:
+async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
     async with admin_worker(stack, registry=registry,
@@ -175,7 +175,7 @@ async def test_queue_counts_agree_with_what_was_enqueued(aio_loop: None, stack: 
         assert (default["running"], default["dead"]) == (0, 2)
 
 
-async def test_fleet_queue_pause_and_resume(aio_loop: None, stack: Stack) -> None:
+async def test_fleet_queue_pause_and_resume(stack: Stack) -> None:
     async with admin_worker(stack) as admin:
         unknown = await admin.http.post("/v1/queues/no-such-queue/pause")
         assert assert_json_error(unknown, 404) == "unknown_queue"
@@ -200,7 +200,7 @@ async def test_fleet_queue_pause_and_resume(aio_loop: None, stack: Stack) -> Non
         assert (await admin.status())["paused_queues"] == []
 
 
-async def test_job_listing_filters_and_cursor_pagination(aio_loop: None, stack: Stack) -> None:
+async def test_job_listing_filters_and_cursor_pagination(stack: Stack) -> None:
     async with admin_worker(stack) as admin:
         client = admin.worker.client
         parked: dict[int, tuple[str, str]] = {}
@@ -255,7 +255,7 @@ async def test_job_listing_filters_and_cursor_pagination(aio_loop: None, stack: 
         assert len(default_page["jobs"]) == 26  # the default limit (50) holds them all
 
 
-async def test_job_record_retry_and_cancel(aio_loop: None, stack: Stack) -> None:
+async def test_job_record_retry_and_cancel(stack: Stack) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()),
                              HandlerSpec("test:flaky", flaky()))
@@ -311,7 +311,7 @@ async def test_job_record_retry_and_cancel(aio_loop: None, stack: Stack) -> None
             assert assert_json_error(missing, 404) == "not_found"
 
 
-async def test_bulk_retry_by_filter(aio_loop: None, stack: Stack) -> None:
+async def test_bulk_retry_by_filter(stack: Stack) -> None:
     registry = make_registry(HandlerSpec("test:flaky", flaky()))
     async with admin_worker(stack, registry=registry) as admin:
         client = admin.worker.client
@@ -335,7 +335,7 @@ async def test_bulk_retry_by_filter(aio_loop: None, stack: Stack) -> None:
 
 
 async def test_reload_reports_applied_and_restart_only_keys(
-    aio_loop: None, stack: Stack, tmp_path: Path
+    stack: Stack, tmp_path: Path
 ) -> None:
     config = tmp_path / "gochatd.yaml"
     write_full_config(config, admin_settings(stack, worker_concurrency=4))

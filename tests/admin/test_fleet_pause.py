@@ -20,7 +20,7 @@ PAUSE_WITHIN_S = 1.0
 
 
 async def test_queue_pause_through_one_daemon_stops_another(
-    aio_loop: None, pg_redis_stack: Stack, daemons: DaemonFactory
+    pg_redis_stack: Stack, daemons: DaemonFactory
 ) -> None:
     env = {"GOCHAT_DATABASE_URL": pg_redis_stack.database_url,
            "GOCHAT_REDIS_URL": pg_redis_stack.redis_url, "GOCHAT_LOG_FORMAT": "json"}

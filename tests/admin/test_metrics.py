@@ -43,7 +43,7 @@ def value(found: Iterable[Sample], name: str, **labels: str) -> float:
 
 
 async def test_metrics_parse_agree_with_the_store_and_leak_nothing(
-    aio_loop: None, stack: Stack
+    stack: Stack
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))

@@ -28,7 +28,7 @@ async def _refused(port: int) -> None:
             await http.get(f"http://127.0.0.1:{port}/healthz")
 
 
-async def test_stop_is_prompt_with_open_connections(aio_loop: None, stack: Stack) -> None:
+async def test_stop_is_prompt_with_open_connections(stack: Stack) -> None:
     async with admin_worker(stack) as admin:
         port = admin.port
         # The client keeps its connection alive after a request ...
@@ -53,7 +53,7 @@ async def test_stop_is_prompt_with_open_connections(aio_loop: None, stack: Stack
 
 
 async def test_a_slow_request_is_bounded_by_the_admin_grace(
-    aio_loop: None, sqlite_stack: Stack
+    sqlite_stack: Stack
 ) -> None:
     async with admin_worker(sqlite_stack) as admin:
         port = admin.port

@@ -29,7 +29,6 @@ import psycopg
 import pytest
 import trio
 
-from gochatd.aio import open_loop
 from gochatd.cli import UsageError, build_parser, main
 from gochatd.client import Client, validate_enqueue
 from gochatd.errors import InvalidJob
@@ -294,7 +293,7 @@ def _rows(url: str) -> list[tuple[Any, ...]]:
 
 async def _seed(url: str) -> None:
     """Migrate and enqueue the canary (queued; no daemon ever runs it)."""
-    async with open_loop(), Client(url) as client:
+    async with Client(url) as client:
         assert client.store is not None
         await client.store.migrate()
         await client.enqueue("sys:noop", {"canary": True}, idempotency_key="canary")

@@ -400,7 +400,7 @@ def _state(worker: Worker) -> dict[str, Any]:
                                    "queues", "concurrency")}
 
 
-async def test_malformed_http_requests(aio_loop: None, pg_clean: str) -> None:
+async def test_malformed_http_requests(pg_clean: str) -> None:
     settings = make_settings(pg_clean, admin_listen="127.0.0.1:0", admin_token=TOKEN,
                              admin_max_body_bytes=MAX_BODY,
                              gateway_keys={hash_key(TENANT_KEY): "badinput"})

@@ -177,7 +177,7 @@ async def _insert(url: str, statement: str) -> int:
     indirect=["backend_url"],
 )
 async def test_rows_written_by_foreign_sql(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     postgres = is_postgres(backend_url)
     recorder = Recorder()

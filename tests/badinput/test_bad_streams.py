@@ -211,7 +211,7 @@ def _snapshot(jobs: list[Job], ids: set[int]) -> dict[int, dict[str, Any]]:
     return {j.id: j.to_dict() for j in jobs if j.id in ids}
 
 
-async def test_hostile_stream_entries(aio_loop: None, pg_clean: str, redis_url: str) -> None:
+async def test_hostile_stream_entries(pg_clean: str, redis_url: str) -> None:
     recorder = Recorder()
     registry = make_registry(HandlerSpec(RECORD, recorder.handler))
     # The sweep never runs during the test: stream entries are the only way in.
@@ -283,7 +283,7 @@ async def test_hostile_stream_entries(aio_loop: None, pg_clean: str, redis_url: 
 
 
 async def test_stream_key_of_the_wrong_type_is_survived(
-    aio_loop: None, pg_clean: str, redis_url: str
+    pg_clean: str, redis_url: str
 ) -> None:
     """Someone SETs a string (or a list) where a queue's stream lives: jobs still run."""
     settings = make_settings(pg_clean, redis_url)

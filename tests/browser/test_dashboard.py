@@ -9,7 +9,6 @@ the run; Playwright never downloads one. Every wait is a condition with a deadli
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 from collections.abc import Iterator, Sequence
@@ -56,14 +55,7 @@ def browser() -> Iterator[Browser]:
             f"{CHROMIUM} is missing: the browser tests need Debian's chromium "
             "(apt-get install -y chromium; .ci/test installs it)"
         )
-    # gochatd imports trio_asyncio, whose event loop policy makes asyncio.new_event_loop()
-    # return a trio-asyncio loop that Playwright's greenlet dispatcher cannot drive: give
-    # this thread the standard policy while Playwright creates its loop.
-    asyncio.set_event_loop_policy(asyncio.DefaultEventLoopPolicy())
-    try:
-        pw = sync_playwright().start()
-    finally:
-        asyncio.set_event_loop_policy(None)
+    pw = sync_playwright().start()
     try:
         browser = pw.chromium.launch(
             executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=30_000

@@ -1,7 +1,5 @@
 """Fixtures for tests that run real ``gochatd`` processes."""
 
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 import os
 import uuid
 from collections.abc import Iterator

@@ -31,7 +31,7 @@ async def _jobs(admin: Admin) -> list[dict[str, object]]:
     return [j.to_dict() for j in jobs]
 
 
-async def test_a_tenant_key_is_required(aio_loop: None, sqlite_stack: Stack) -> None:
+async def test_a_tenant_key_is_required(sqlite_stack: Stack) -> None:
     async with admin_worker(sqlite_stack, admin_token=ADMIN_TOKEN, **gateway_overrides()) as admin:
         wrong = [
             {},
@@ -58,7 +58,7 @@ async def test_a_tenant_key_is_required(aio_loop: None, sqlite_stack: Stack) -> 
         assert created["job"]["tenant_id"] == TENANT_A
 
 
-async def test_the_tenant_comes_from_the_key(aio_loop: None, stack: Stack) -> None:
+async def test_the_tenant_comes_from_the_key(stack: Stack) -> None:
     async with admin_worker(stack, **gateway_overrides()) as admin:
         for tenant in (TENANT_B, TENANT_A, "default"):
             response = await admin.http.post(
@@ -83,7 +83,7 @@ async def test_the_tenant_comes_from_the_key(aio_loop: None, stack: Stack) -> No
             TENANT_A, PARKED, {"n": 1})
 
 
-async def test_a_duplicated_delivery_makes_one_job(aio_loop: None, stack: Stack) -> None:
+async def test_a_duplicated_delivery_makes_one_job(stack: Stack) -> None:
     async with admin_worker(stack, **gateway_overrides()) as admin:
         headers = {**auth(KEY_A), "Idempotency-Key": "im:delivery:7"}
         body = job_body(payload={"message_id": 7, "text": "hi"})
@@ -117,7 +117,7 @@ async def test_a_duplicated_delivery_makes_one_job(aio_loop: None, stack: Stack)
         assert len(jobs) == 1 and jobs[0]["payload"] == {"message_id": 7, "text": "hi"}
 
 
-async def test_batches(aio_loop: None, stack: Stack) -> None:
+async def test_batches(stack: Stack) -> None:
     async with admin_worker(stack, **gateway_overrides()) as admin:
         held = await admin.post("/v1/jobs", 201, json=job_body(payload={"n": 0}),
                                 headers={**auth(KEY_A), "Idempotency-Key": "k0"})
@@ -162,7 +162,7 @@ async def test_batches(aio_loop: None, stack: Stack) -> None:
         assert len(await _jobs(admin)) == 5
 
 
-async def test_rate_limited_locally_without_redis(aio_loop: None, sqlite_stack: Stack) -> None:
+async def test_rate_limited_locally_without_redis(sqlite_stack: Stack) -> None:
     from gochatd.gateway.settings import TenantLimits
 
     overrides = gateway_overrides(**{TENANT_A: TenantLimits(rate_per_s=0.2, burst=3)})
@@ -190,7 +190,7 @@ async def test_rate_limited_locally_without_redis(aio_loop: None, sqlite_stack: 
         assert KEY_A not in metrics and KEY_B not in metrics
 
 
-async def test_a_separate_gateway_listener(aio_loop: None, sqlite_stack: Stack) -> None:
+async def test_a_separate_gateway_listener(sqlite_stack: Stack) -> None:
     overrides = {**gateway_overrides(), "gateway_listen": "127.0.0.1:0"}
     async with admin_worker(sqlite_stack, **overrides) as admin:
         address = admin.worker.gateway_address
@@ -212,7 +212,7 @@ async def test_a_separate_gateway_listener(aio_loop: None, sqlite_stack: Stack) 
 
 
 async def test_keys_and_limits_reload_without_a_restart(
-    aio_loop: None, sqlite_stack: Stack, tmp_path: Path
+    sqlite_stack: Stack, tmp_path: Path
 ) -> None:
     config = tmp_path / "gochatd.yaml"
     config.write_text(yaml.safe_dump({"gateway": {"keys": {hash_key(KEY_A): TENANT_A}}}))

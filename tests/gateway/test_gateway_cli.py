@@ -77,7 +77,7 @@ def test_config_refuses_bad_gateway_settings(tmp_path: Path) -> None:
 
 
 async def test_no_gateway_with_worker_only(
-    aio_loop: None, daemons: DaemonFactory, tmp_path: Path
+    daemons: DaemonFactory, tmp_path: Path
 ) -> None:
     from tests.gateway.helpers import KEY_A, KEYS
 

@@ -36,7 +36,7 @@ async def _start(daemons: DaemonFactory, name: str, env: dict[str, str],
 
 
 async def test_the_rate_limit_is_shared_by_two_daemons(
-    aio_loop: None, pg_redis_stack: Stack, daemons: DaemonFactory, tmp_path: Path
+    pg_redis_stack: Stack, daemons: DaemonFactory, tmp_path: Path
 ) -> None:
     rate, burst = 1.0, 10
     tenant = f"rate-{uuid.uuid4().hex[:8]}"  # its own bucket in the shared Redis
@@ -80,7 +80,7 @@ async def test_the_rate_limit_is_shared_by_two_daemons(
 
 
 async def test_local_limits_while_redis_is_down(
-    aio_loop: None, pg_admin: str, own_redis: RedisServer
+    pg_admin: str, own_redis: RedisServer
 ) -> None:
     stack = Stack("pg_redis", pg_admin, own_redis.url)
     limits = {TENANT_A: TenantLimits(rate_per_s=0.1, burst=2)}
@@ -108,7 +108,7 @@ async def test_local_limits_while_redis_is_down(
 
 
 async def test_max_running_holds_across_two_daemons(
-    aio_loop: None, pg_redis_stack: Stack, daemons: DaemonFactory, tmp_path: Path
+    pg_redis_stack: Stack, daemons: DaemonFactory, tmp_path: Path
 ) -> None:
     limited, free = "slots-limited", "slots-free"
 

@@ -25,7 +25,7 @@ MODES = pytest.mark.parametrize("with_redis", [False, True], ids=["polling", "st
 
 @MODES
 async def test_cancel_stops_a_running_job(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
@@ -57,7 +57,7 @@ async def test_cancel_stops_a_running_job(
 
 @MODES
 async def test_lost_lease_cancels_the_handler_and_writes_nothing(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
@@ -105,7 +105,7 @@ async def test_lost_lease_cancels_the_handler_and_writes_nothing(
 
 @MODES
 async def test_finish_after_the_lease_was_taken_is_rejected(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     """The handler returns before any heartbeat notices (lease 30 s: heartbeat every 10 s):
     the fenced finish matches no row and is counted as a stale rejection."""

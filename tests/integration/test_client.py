@@ -12,7 +12,6 @@ import redis
 import trio
 
 import gochatd
-from gochatd.aio import open_loop
 from gochatd.client import MAX_BATCH
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import (
@@ -45,7 +44,7 @@ async def _rows(url: str) -> int:
 
 
 async def test_enqueue_many_is_dispatched_by_the_client_and_runs(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:count", tracker.counting()))
@@ -94,7 +93,7 @@ async def test_client_opens_its_own_bridge_and_manages_jobs(backend_url: str) ->
     assert await _rows(backend_url) == 3
 
 
-async def test_cancel_of_a_finished_job_is_refused(aio_loop: None, backend_url: str) -> None:
+async def test_cancel_of_a_finished_job_is_refused(backend_url: str) -> None:
     registry = make_registry()
     async with (
         started_worker(make_settings(backend_url), registry=registry) as run,
@@ -125,7 +124,7 @@ BAD_BATCHES: list[tuple[Any, str]] = [
 
 @pytest.mark.parametrize(("items", "message"), BAD_BATCHES)
 async def test_one_bad_item_refuses_the_whole_batch(
-    aio_loop: None, pg_clean: str, items: Sequence[Any], message: str
+    pg_clean: str, items: Sequence[Any], message: str
 ) -> None:
     async with gochatd.Client(pg_clean) as client:
         await client.enqueue("sys:noop")
@@ -136,7 +135,7 @@ async def test_one_bad_item_refuses_the_whole_batch(
 
 
 async def test_idempotency_conflict_fails_the_batch_unless_reported_per_item(
-    aio_loop: None, backend_url: str
+    backend_url: str
 ) -> None:
     if not is_postgres(backend_url):
         await migrate(backend_url)
@@ -158,7 +157,7 @@ async def test_idempotency_conflict_fails_the_batch_unless_reported_per_item(
 
 
 async def test_xadd_failure_never_fails_enqueue_many_and_the_sweep_heals(
-    aio_loop: None, backend_url: str, own_redis: RedisServer
+    backend_url: str, own_redis: RedisServer
 ) -> None:
     if not is_postgres(backend_url):
         await migrate(backend_url)
@@ -184,14 +183,13 @@ async def test_xadd_failure_never_fails_enqueue_many_and_the_sweep_heals(
 async def test_client_without_database_url_is_refused() -> None:
     with pytest.raises(InvalidJob, match="database_url"):
         gochatd.Client()
-    async with open_loop():
-        client = gochatd.Client("sqlite:///unused.db")
-        with pytest.raises(RuntimeError, match="async with"):
-            await client.get_job(1)
+    client = gochatd.Client("sqlite:///unused.db")
+    with pytest.raises(RuntimeError, match="async with"):
+        await client.get_job(1)
 
 
 async def test_publish_keeps_every_field_and_survives_a_broken_stream(
-    aio_loop: None, redis_url: str
+    redis_url: str
 ) -> None:
     streams = RedisStreams(redis_url, prefix="gochat:jobs", group="gochat-workers",
                            consumer="test", maxlen=1000, block_s=0.1)

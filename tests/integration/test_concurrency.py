@@ -25,7 +25,7 @@ JOBS = 10
 
 @MODES
 async def test_concurrency_caps_running_handlers(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     """Ten blocking jobs, three slots. The test releases one handler at a time, always
     once three are parked, so every slot change is a chance to over-claim."""
@@ -47,7 +47,7 @@ async def test_concurrency_caps_running_handlers(
 
 @MODES
 async def test_reload_raises_concurrency(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool, tmp_path: Path
+    backend_url: str, redis_url: str, with_redis: bool, tmp_path: Path
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))

@@ -24,7 +24,7 @@ from tests.support.harness import make_settings
     indirect=["backend_url"],
 )
 async def test_foreign_insert_starts_within_a_second(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     # A job due in 30 s keeps the poller's sleep at the 5 s poll interval and the
     # scheduler's until the 30 s sweep: only a notification can start the inserts in time.

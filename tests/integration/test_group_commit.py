@@ -37,7 +37,7 @@ class _CountingWrites:
 
 
 async def test_concurrent_enqueues_share_writes_and_each_gets_its_own_job(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:count", tracker.counting()))
@@ -67,7 +67,7 @@ async def test_concurrent_enqueues_share_writes_and_each_gets_its_own_job(
 
 
 async def test_a_conflict_in_a_shared_write_fails_only_its_caller(
-    aio_loop: None, backend_url: str
+    backend_url: str
 ) -> None:
     async with gochatd.Client(backend_url) as client:
         await client.store.migrate()  # type: ignore[union-attr]
@@ -106,7 +106,7 @@ async def test_a_conflict_in_a_shared_write_fails_only_its_caller(
 
 
 async def test_a_caller_cancelled_before_its_write_leaves_nothing(
-    aio_loop: None, backend_url: str
+    backend_url: str
 ) -> None:
     async with gochatd.Client(backend_url) as client:
         await client.store.migrate()  # type: ignore[union-attr]

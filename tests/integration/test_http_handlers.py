@@ -45,7 +45,7 @@ def one_route(endpoint: ScriptedEndpoint, **entry: Any) -> dict[str, dict[str, A
 
 
 async def test_a_2xx_completes_the_job_with_a_signed_request(
-    aio_loop: None, pg_clean: str, endpoint: ScriptedEndpoint, monkeypatch: pytest.MonkeyPatch
+    pg_clean: str, endpoint: ScriptedEndpoint, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GOCHAT_TEST_HOOK_SECRET", SECRET)
     endpoint.default = Answer(204)
@@ -71,7 +71,7 @@ async def test_a_2xx_completes_the_job_with_a_signed_request(
 
 
 async def test_without_secret_env_the_request_is_not_signed(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint
+    sqlite_url: str, endpoint: ScriptedEndpoint
 ) -> None:
     async with started_worker(http_settings(sqlite_url, one_route(endpoint)),
                               registry=make_registry()) as run:
@@ -81,7 +81,7 @@ async def test_without_secret_env_the_request_is_not_signed(
 
 
 async def test_replies_in_a_2xx_answer_reach_the_outbox_with_the_completion(
-    aio_loop: None, pg_clean: str, endpoint: ScriptedEndpoint
+    pg_clean: str, endpoint: ScriptedEndpoint
 ) -> None:
     replies = [
         {"channel": "webhook", "to": "conv-1", "body": {"text": "hello"}, "dedupe_key": "m-1"},
@@ -110,7 +110,7 @@ async def test_replies_in_a_2xx_answer_reach_the_outbox_with_the_completion(
     ids=["body-not-object", "replies-not-list"],
 )
 async def test_malformed_replies_make_the_job_dead_and_write_none(
-    aio_loop: None, pg_clean: str, endpoint: ScriptedEndpoint, answer: Answer
+    pg_clean: str, endpoint: ScriptedEndpoint, answer: Answer
 ) -> None:
     endpoint.default = answer
     settings = http_settings(pg_clean, one_route(endpoint), outbox_enabled=False)
@@ -126,7 +126,7 @@ async def test_malformed_replies_make_the_job_dead_and_write_none(
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503])
 async def test_retryable_statuses_are_retried(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint, status: int
+    sqlite_url: str, endpoint: ScriptedEndpoint, status: int
 ) -> None:
     endpoint.script(Answer(status, BODY_SECRET), Answer(status, BODY_SECRET))
     endpoint.default = Answer(200)
@@ -142,7 +142,7 @@ async def test_retryable_statuses_are_retried(
 
 @pytest.mark.parametrize("status", [400, 401, 404, 410, 422, 301])
 async def test_other_statuses_make_the_job_dead_at_once(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint, status: int
+    sqlite_url: str, endpoint: ScriptedEndpoint, status: int
 ) -> None:
     endpoint.default = Answer(status, BODY_SECRET, {"Location": "http://elsewhere/"})
     async with started_worker(http_settings(sqlite_url, one_route(endpoint)),
@@ -157,7 +157,7 @@ async def test_other_statuses_make_the_job_dead_at_once(
 
 
 async def test_retry_after_sets_the_delay(
-    aio_loop: None, pg_clean: str, endpoint: ScriptedEndpoint
+    pg_clean: str, endpoint: ScriptedEndpoint
 ) -> None:
     endpoint.script(Answer(429, b"", {"Retry-After": "3"}))
     settings = http_settings(pg_clean, one_route(endpoint), worker_retry_cap_s=30.0)
@@ -170,7 +170,7 @@ async def test_retry_after_sets_the_delay(
 
 
 async def test_retry_after_is_capped_by_retry_cap(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint
+    sqlite_url: str, endpoint: ScriptedEndpoint
 ) -> None:
     endpoint.script(Answer(503, b"", {"Retry-After": "3600"}))
     settings = http_settings(sqlite_url, one_route(endpoint), worker_retry_cap_s=0.5)
@@ -181,7 +181,7 @@ async def test_retry_after_is_capped_by_retry_cap(
 
 
 async def test_a_timeout_is_retried(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint
+    sqlite_url: str, endpoint: ScriptedEndpoint
 ) -> None:
     endpoint.script(Answer(200, hold=True))
     settings = http_settings(sqlite_url, one_route(endpoint, timeout_s=0.3))
@@ -194,7 +194,7 @@ async def test_a_timeout_is_retried(
 
 
 async def test_a_refused_connection_is_retried_until_attempts_run_out(
-    aio_loop: None, sqlite_url: str
+    sqlite_url: str
 ) -> None:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
@@ -210,7 +210,7 @@ async def test_a_refused_connection_is_retried_until_attempts_run_out(
 
 
 async def test_exact_type_beats_prefix_and_python_handlers_beat_both(
-    aio_loop: None, sqlite_url: str, endpoint: ScriptedEndpoint
+    sqlite_url: str, endpoint: ScriptedEndpoint
 ) -> None:
     routes = {
         "automation:*": {"url": f"{endpoint.url}/any"},
@@ -247,7 +247,7 @@ async def test_a_bad_secret_env_stops_the_worker_from_starting(sqlite_url: str) 
 
 
 async def test_many_jobs_share_one_client(
-    aio_loop: None, pg_clean: str, endpoint: ScriptedEndpoint
+    pg_clean: str, endpoint: ScriptedEndpoint
 ) -> None:
     """Twenty jobs through one route: all complete, each posted once, over the one client."""
     settings = http_settings(pg_clean, one_route(endpoint), worker_concurrency=10)

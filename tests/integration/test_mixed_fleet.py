@@ -12,7 +12,7 @@ JOBS = 200
 
 
 async def test_streams_and_polling_workers_share_the_work_exactly_once(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     tracker = Tracker()
     # Each handler outlasts the producer's enqueue interval, so neither worker can keep up

@@ -1,12 +1,11 @@
-"""Stopping under load leaves no task behind: no Trio task outlives the worker, no asyncio
-task outlives the bridge's users, every job ends in a committed state."""
+"""Stopping under load leaves nothing behind: no Trio task outlives the worker, no connection
+thread outlives its store or dispatcher, every job ends in a committed state."""
 
 from __future__ import annotations
 
-import asyncio
+import threading
 
 import trio
-import trio_asyncio
 
 from gochatd.model import JobFilter, JobStatus
 from tests.support.harness import make_settings, running_worker
@@ -20,10 +19,13 @@ def _count_trio_tasks() -> int:
     return walk(trio.lowlevel.current_root_task())
 
 
-async def test_stop_under_load_leaks_nothing(aio_loop: None, pg_clean: str, redis_url: str) -> None:
-    loop = trio_asyncio.current_loop.get()
+def _connection_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith("gochatd-")}
+
+
+async def test_stop_under_load_leaks_nothing(pg_clean: str, redis_url: str) -> None:
     trio_before = _count_trio_tasks()
-    aio_before = len(asyncio.all_tasks(loop))
+    threads_before = _connection_threads()
     settings = make_settings(pg_clean, redis_url, worker_concurrency=20,
                              worker_shutdown_grace_s=0.3)
     async with running_worker(settings) as worker:
@@ -34,11 +36,17 @@ async def test_stop_under_load_leaks_nothing(aio_loop: None, pg_clean: str, redi
             return len(worker.active) >= 10
 
         await wait_until(busy, what="handlers in flight")
+        names = {t.name for t in _connection_threads() - threads_before}
+        assert any(name.startswith("gochatd-pg") for name in names)
+        assert any(name.startswith("gochatd-redis-read") for name in names)
         # running_worker's exit requests the stop while handlers are in flight
     assert worker.counters["stale_rejections"] == 0
     assert _count_trio_tasks() == trio_before
-    await trio.lowlevel.checkpoint()
-    assert len(asyncio.all_tasks(loop)) == aio_before
+
+    async def threads_ended() -> bool:
+        return _connection_threads() <= threads_before
+
+    await wait_until(threads_ended, what="the connection threads ended")
 
     # every job is in a committed, non-running state: none lost, none left running
     from gochatd.store import open_store

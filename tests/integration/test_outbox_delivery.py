@@ -90,7 +90,7 @@ async def wait_row(store: JobStore, key: str, status: OutboxStatus,
 
 @pytest.mark.parametrize("with_redis", [False, True], ids=["polling", "streams"])
 async def test_five_500s_then_200_is_delivered_once_and_the_job_ran_once(
-    aio_loop: None, backend_url: str, redis_url: str, receiver: WebhookReceiver,
+    backend_url: str, redis_url: str, receiver: WebhookReceiver,
     with_redis: bool,
 ) -> None:
     receiver.script = [Answer(500) for _ in range(5)]
@@ -121,7 +121,7 @@ async def test_five_500s_then_200_is_delivered_once_and_the_job_ran_once(
 
 
 async def test_429_waits_for_retry_after(
-    aio_loop: None, sqlite_url: str, receiver: WebhookReceiver
+    sqlite_url: str, receiver: WebhookReceiver
 ) -> None:
     receiver.script = [Answer(429, {"Retry-After": "1"})]
     replier = Replier()
@@ -136,7 +136,7 @@ async def test_429_waits_for_retry_after(
 
 
 async def test_4xx_is_dead_until_an_operator_retries_it(
-    aio_loop: None, pg_clean: str, receiver: WebhookReceiver
+    pg_clean: str, receiver: WebhookReceiver
 ) -> None:
     receiver.script = [Answer(404)]
     replier = Replier()
@@ -172,7 +172,7 @@ async def test_4xx_is_dead_until_an_operator_retries_it(
 
 
 async def test_failed_jobs_write_no_replies(
-    aio_loop: None, backend_url: str, receiver: WebhookReceiver
+    backend_url: str, receiver: WebhookReceiver
 ) -> None:
     replier = Replier()
     async with started_worker(outbox_settings(backend_url, receiver),
@@ -193,7 +193,7 @@ async def test_failed_jobs_write_no_replies(
 
 
 async def test_invalid_reply_makes_the_job_dead_with_a_clear_error(
-    aio_loop: None, sqlite_url: str, receiver: WebhookReceiver
+    sqlite_url: str, receiver: WebhookReceiver
 ) -> None:
     async def handler(ctx: JobContext) -> None:
         await ctx.reply(channel="wa", to="x", body={"when": object()}, dedupe_key="k")
@@ -207,7 +207,7 @@ async def test_invalid_reply_makes_the_job_dead_with_a_clear_error(
 
 
 async def test_stop_mid_delivery_is_prompt_and_the_next_worker_redelivers(
-    aio_loop: None, pg_clean: str, receiver: WebhookReceiver
+    pg_clean: str, receiver: WebhookReceiver
 ) -> None:
     """A delivery in flight does not hold up a graceful stop: it is cancelled with the root
     nursery, its row stays ``sending``, and after the lease another worker delivers it with

@@ -47,7 +47,7 @@ async def stored_jobs(url: str, job_type: str) -> list[Job]:
         return await store.list_jobs(JobFilter(job_type=job_type, limit=1000))
 
 
-async def test_two_daemons_enqueue_each_slot_exactly_once(aio_loop: None, pg_clean: str) -> None:
+async def test_two_daemons_enqueue_each_slot_exactly_once(pg_clean: str) -> None:
     jt = job_type()
     tracker = Tracker()
     registry = make_registry(HandlerSpec(jt, tracker.counting(), queue="scheduled_jobs"))
@@ -98,7 +98,7 @@ async def one_round(url: str, jt: str, entry: dict[str, Any]) -> list[Job]:
 
 @pytest.mark.parametrize(("catch_up", "enqueued"), [("latest", 1), ("skip", 0)])
 async def test_a_slot_missed_while_every_daemon_was_down(
-    aio_loop: None, backend_url: str, catch_up: str, enqueued: int
+    backend_url: str, catch_up: str, enqueued: int
 ) -> None:
     """The fleet last handled the yearly slot of a year ago; this year's passed while it was
     down. latest: enqueued once on start-up (and not again on the next start); skip: not."""
@@ -124,7 +124,7 @@ async def test_a_slot_missed_while_every_daemon_was_down(
 
 
 async def test_a_new_periodic_job_does_not_fire_for_a_past_slot(
-    aio_loop: None, sqlite_url: str
+    sqlite_url: str
 ) -> None:
     jt = job_type()
     assert await one_round(sqlite_url, jt, {"cron": YEARLY, "catch_up": "latest"}) == []
@@ -132,7 +132,7 @@ async def test_a_new_periodic_job_does_not_fire_for_a_past_slot(
         assert jt in await store.periodic_slots()  # recorded: its next slot is next year's
 
 
-async def test_a_draining_daemon_leaves_the_slots_to_others(aio_loop: None, sqlite_url: str) -> None:
+async def test_a_draining_daemon_leaves_the_slots_to_others(sqlite_url: str) -> None:
     jt = job_type()
     settings = make_settings(sqlite_url, periodic={jt: {"every": "1s"}})
     async with started_worker(settings, registry=make_registry()) as run:
@@ -156,7 +156,7 @@ async def test_a_draining_daemon_leaves_the_slots_to_others(aio_loop: None, sqli
 
 
 async def test_periodic_list_shows_schedules_and_next_runs(
-    aio_loop: None, sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path
 ) -> None:
     jt = job_type()
     await seed_slot(sqlite_url, jt, datetime(2026, 1, 1, tzinfo=UTC))

@@ -58,7 +58,7 @@ def _at(job: Job) -> datetime:
 
 @COMBOS
 async def test_weighted_queues_do_not_starve_the_light_one(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     order = await _fill_then_run(backend_url, redis_url if with_redis else "", strict=False)
     last_high = max(_at(j) for j in order if j.queue == "high")
@@ -71,7 +71,7 @@ async def test_weighted_queues_do_not_starve_the_light_one(
 
 @COMBOS
 async def test_strict_priority_drains_the_heavy_queue_first(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     order = await _fill_then_run(backend_url, redis_url if with_redis else "", strict=True)
     last_high = max(_at(j) for j in order if j.queue == "high")

@@ -20,7 +20,7 @@ from tests.support.redis_server import RedisServer
 
 
 async def test_worker_survives_a_redis_restart(
-    aio_loop: None, backend_url: str, own_redis: RedisServer
+    backend_url: str, own_redis: RedisServer
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:count", tracker.counting(seconds=0.02)))

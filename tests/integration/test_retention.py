@@ -35,7 +35,7 @@ async def _ids(url: str) -> set[int]:
     return {int(r[0]) for r in await sql(url, "SELECT id FROM background_jobs")}
 
 
-async def test_the_daemon_prunes_old_finished_jobs(aio_loop: None, backend_url: str) -> None:
+async def test_the_daemon_prunes_old_finished_jobs(backend_url: str) -> None:
     await migrate(backend_url)
     old_done = [await _finished_row(backend_url, JobStatus.COMPLETED, 2 * DAY_S)
                 for _ in range(23)]

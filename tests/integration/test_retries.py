@@ -38,7 +38,7 @@ def counted_sys_fail(tracker: Tracker) -> HandlerSpec:
 
 @MODES
 async def test_retryable_failure_is_retried_then_dead(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     tracker = Tracker()
     settings = make_settings(backend_url, redis_url if with_redis else "")
@@ -62,7 +62,7 @@ async def test_retryable_failure_is_retried_then_dead(
 
 @MODES
 async def test_non_retryable_failure_is_dead_after_one_attempt(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     tracker = Tracker()
     settings = make_settings(backend_url, redis_url if with_redis else "")
@@ -81,7 +81,7 @@ async def test_non_retryable_failure_is_dead_after_one_attempt(
 
 @MODES
 async def test_retry_backoff_is_persisted_and_respected(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     """The first failure stops the worker, so the row is seen in 'retrying' before any
     retry: scheduled_at - updated_at (one statement, database clock) is the drawn delay,
@@ -136,7 +136,7 @@ async def test_retry_backoff_is_persisted_and_respected(
     assert dead.error_class == "RuntimeError"
 
 
-async def test_stored_errors_are_redacted(aio_loop: None, backend_url: str) -> None:
+async def test_stored_errors_are_redacted(backend_url: str) -> None:
     async def leaky(ctx: JobContext) -> None:
         raise RuntimeError(
             "connect postgresql://app:hunter2@db.internal/jobs failed; "
@@ -161,7 +161,7 @@ async def test_stored_errors_are_redacted(aio_loop: None, backend_url: str) -> N
 
 @MODES
 async def test_per_type_timeout_retries_with_timeout_class(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     """``timeout_s`` on the registration cancels the handler and retries the job with
     error_class 'timeout'; types without it are not limited."""
@@ -218,7 +218,7 @@ async def test_per_type_timeout_retries_with_timeout_class(
 
 @MODES
 async def test_unknown_job_type_is_dead_at_once(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     settings = make_settings(backend_url, redis_url if with_redis else "")
     async with started_worker(settings, registry=make_registry()) as run:

@@ -29,7 +29,7 @@ COMBOS = pytest.mark.parametrize(
 
 @COMBOS
 async def test_delayed_jobs_start_on_time(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     """Lateness = locked_at - scheduled_at (both database clock), p99 <= 100 ms. The poll
     interval is long (2 s), so only sleeping until the next due time can meet it."""
@@ -59,7 +59,7 @@ async def test_delayed_jobs_start_on_time(
 @pytest.mark.parametrize("producer", ["client", "foreign"])
 @COMBOS
 async def test_new_earlier_job_wakes_the_scheduler(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool, producer: str
+    backend_url: str, redis_url: str, with_redis: bool, producer: str
 ) -> None:
     """With a job due in 30 s pending, the scheduler (streams) / poller (polling, poll
     interval 5 s) sleeps long; a new job due in 0.3 s must still start within 1 s."""

@@ -28,7 +28,7 @@ GRACE_S = 0.5
 
 @MODES
 async def test_stop_interrupts_blocked_handlers_and_lets_quick_ones_finish(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     tracker = Tracker()
     gate = trio.Event()
@@ -102,7 +102,7 @@ async def test_stop_interrupts_blocked_handlers_and_lets_quick_ones_finish(
 
 @MODES
 async def test_idle_worker_stops_promptly(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     settings = make_settings(backend_url, redis_url if with_redis else "")
     async with started_worker(settings, registry=make_registry()) as run:

@@ -11,7 +11,7 @@ from tests.support.wait import wait_until
 
 @pytest.mark.parametrize("with_redis", [False, True], ids=["polling", "streams"])
 async def test_jobs_complete_in_every_mode(
-    aio_loop: None, backend_url: str, redis_url: str, with_redis: bool
+    backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
     settings = make_settings(backend_url, redis_url if with_redis else "")
     async with running_worker(settings) as worker:

@@ -62,7 +62,7 @@ def _xadd_all(entries: list[dict[Any, Any]]) -> Callable[[redis.Redis], None]:
 
 
 async def test_malformed_entries_are_acked_counted_and_survived(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:count", tracker.counting()))
@@ -100,7 +100,7 @@ async def test_malformed_entries_are_acked_counted_and_survived(
 
 
 async def test_entries_added_before_the_group_exists_are_consumed(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     await migrate(backend_url)
     async with Client(backend_url, redis_url) as client:
@@ -124,7 +124,7 @@ async def test_entries_added_before_the_group_exists_are_consumed(
 
 @pytest.mark.parametrize("how", ["xadd-fails", "foreign-row"])
 async def test_lost_dispatch_is_healed_by_the_sweep(
-    aio_loop: None, backend_url: str, redis_url: str, how: str
+    backend_url: str, redis_url: str, how: str
 ) -> None:
     """The row says 'dispatched' but no entry exists: only the sweep can find it."""
     settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=0.5)
@@ -147,7 +147,7 @@ async def test_lost_dispatch_is_healed_by_the_sweep(
 
 
 async def test_entry_stranded_in_a_dead_consumers_pel_is_reclaimed(
-    aio_loop: None, backend_url: str, redis_url: str
+    backend_url: str, redis_url: str
 ) -> None:
     await migrate(backend_url)
     # Dispatched as far as the database knows: neither the scheduler nor (for 30 s) the

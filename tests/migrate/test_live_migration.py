@@ -46,7 +46,7 @@ def move(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str, str,
 
 
 async def test_a_move_under_load_loses_nothing_and_runs_nothing_twice(
-    aio_loop: None, tmp_path: Path, redis_url: str, move: tuple[str, str, str, bool],
+    tmp_path: Path, redis_url: str, move: tuple[str, str, str, bool],
 ) -> None:
     source, destination, scope, streams = move
     redis = redis_url if streams else ""

@@ -74,7 +74,7 @@ async def _opened(url: str) -> RoutedStore:
 
 
 async def test_a_moved_tenant_is_served_from_its_destination(
-    aio_loop: None, pair: tuple[str, str]
+    pair: tuple[str, str]
 ) -> None:
     home, destination = pair
     store = await _opened(home)
@@ -131,7 +131,7 @@ async def test_a_moved_tenant_is_served_from_its_destination(
 
 
 async def test_a_frozen_tenants_writes_are_held_until_the_route_changes(
-    aio_loop: None, pair: tuple[str, str]
+    pair: tuple[str, str]
 ) -> None:
     home, destination = pair
     store = await _opened(home)

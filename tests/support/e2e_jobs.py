@@ -1,8 +1,6 @@
 """What end-to-end tests look at from outside the daemons: the jobs table and the
 ``test_executions`` table, read with plain blocking drivers; plus a fast in-process producer."""
 
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence

@@ -10,8 +10,6 @@ Payload: ``seconds`` (default 0), ``seconds_by_fence`` ({"1": 30} sleeps 30 s on
 claim only). ``test:block`` records its start and then sleeps for an hour.
 """
 
-import gochatd  # noqa: I001  # trio_asyncio before psycopg
-
 import os
 import sqlite3
 import threading
@@ -21,6 +19,7 @@ from typing import Any
 import psycopg
 import trio
 
+import gochatd
 from gochatd.context import JobContext
 
 PG_TABLE = """

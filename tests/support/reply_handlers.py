@@ -5,8 +5,7 @@
 ``payload["key"]`` as the dedupe key, and completes.
 """
 
-import gochatd  # noqa: I001  # trio_asyncio before psycopg
-
+import gochatd
 from gochatd.context import JobContext
 
 

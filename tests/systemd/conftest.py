@@ -1,15 +1,11 @@
 """Fixtures for the systemd integration: real notify sockets and real daemon processes."""
 
-import gochatd  # noqa: F401, I001  # trio_asyncio before psycopg
-
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.systemd.notify import NotifyListener
-
-
 
 
 @pytest.fixture

@@ -1,0 +1,172 @@
+"""PostgreSQL connections owned by threads: the ``Handoff`` that runs the store's units of
+work, and the ``Listener`` that waits for NOTIFY on a connection of its own.
+
+Both use synchronous psycopg: a statement costs a few tens of µs of CPU here, where the
+trio-asyncio bridge cost ~200 µs per crossing (docs/bench.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+import trio
+from psycopg.pq import TransactionStatus
+
+from gochatd.handoff import Handoff
+
+Connect = Callable[[], "psycopg.Connection[Any]"]
+#: How long a cancelled statement may take to stop before its connection is forced closed.
+ABANDON_S = 5.0
+_LISTEN_POLL_S = 0.5
+
+
+def connection_pool(name: str, connect: Connect, size: int) -> Handoff[psycopg.Connection[Any]]:
+    return Handoff(
+        name, connect, _close, size=size, healthy=_ready_for_next, interrupt=_cancel,
+        force_close=_break_socket, abandon_s=ABANDON_S,
+    )
+
+
+def _close(conn: psycopg.Connection[Any]) -> None:
+    conn.close()
+
+
+def _ready_for_next(conn: psycopg.Connection[Any]) -> bool:
+    """After every unit: keep the connection if it is usable and outside a transaction."""
+    if conn.closed or conn.broken:
+        return False
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            return False
+    return True
+
+
+def _cancel(conn: psycopg.Connection[Any]) -> None:
+    """Another thread: ask the server to cancel the statement this connection runs."""
+    conn.cancel_safe(timeout=2.0)
+
+
+def _break_socket(conn: psycopg.Connection[Any]) -> None:
+    """Another thread: shut the connection's socket down, so a call blocked on it fails now
+    (the socket stays open until its own thread closes the connection)."""
+    dup = socket.socket(fileno=os.dup(conn.pgconn.socket))
+    try:
+        dup.shutdown(socket.SHUT_RDWR)
+    finally:
+        dup.close()
+
+
+class Listener:
+    """LISTEN on a connection of its own, in a thread of its own; Trio waits for a wake-up.
+
+    The thread counts notifications and wakes the waiting task through its Trio token, so a
+    wait costs no thread hop. A connection that fails is reported once to the waiter (the
+    caller logs it and backs off) and opened again with backoff; each reconnect is a wake-up
+    of its own, since anything committed while nobody listened was not announced.
+
+    ``listening`` is the first connection, already listening (``listen_connection``), so
+    that nothing committed after the store opened goes unannounced.
+    """
+
+    def __init__(self, connect: Connect, channel: str, listening: psycopg.Connection[Any]) -> None:
+        self._connect = connect
+        self._channel = channel
+        self._first: psycopg.Connection[Any] | None = listening
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._event: trio.Event | None = None
+        self._seq = 0  # wake-ups signalled by the thread
+        self._seen = 0  # wake-ups the waiter has returned
+        self._failure: str | None = None
+
+    async def wait(self, timeout_s: float) -> bool:
+        """True when a notification (or a reconnect) came since the last call; raises
+        ``ConnectionError`` once per failed connection attempt."""
+        if self._token is None:
+            self._token = trio.lowlevel.current_trio_token()
+        try:
+            with trio.move_on_after(timeout_s):
+                while True:
+                    with self._lock:
+                        seq, failure, self._failure = self._seq, self._failure, None
+                    if failure is not None:
+                        raise ConnectionError(failure)
+                    if seq != self._seen:
+                        self._seen = seq
+                        return True
+                    # Publish the event, then look again: the thread either sees the event
+                    # or counted before this second look.
+                    event = self._event = trio.Event()
+                    with self._lock:
+                        if self._seq != seq or self._failure is not None:
+                            continue
+                    await event.wait()
+        finally:
+            self._event = None
+        return False
+
+    def _wake(self) -> None:  # Trio thread
+        if self._event is not None:
+            self._event.set()
+
+    def _signal(self, failure: str | None = None) -> None:  # listener thread
+        with self._lock:
+            if failure is None:
+                self._seq += 1
+            else:
+                self._failure = failure
+            event = self._event
+        token = self._token
+        if token is not None and event is not None and not event.is_set():
+            with contextlib.suppress(trio.RunFinishedError):
+                token.run_sync_soon(self._wake)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._main, name="gochatd-listen", daemon=True)
+        self._thread.start()
+
+    def _main(self) -> None:
+        backoff_s = 0.1
+        while not self._stop.is_set():
+            try:
+                conn, self._first = self._first, None
+                if conn is None:
+                    conn = listen_connection(self._connect, self._channel)
+                    self._signal()
+                with conn:
+                    backoff_s = 0.1
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=_LISTEN_POLL_S):
+                            self._signal()
+            except (psycopg.Error, OSError) as exc:
+                self._signal(f"postgres unavailable: {type(exc).__name__}")
+                self._stop.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
+
+    def close(self) -> None:
+        """Stop listening: the thread closes its connection and ends within
+        ``_LISTEN_POLL_S``."""
+        self._stop.set()
+        first, self._first = self._first, None
+        if first is not None and self._thread is None:
+            first.close()
+
+
+def listen_connection(connect: Connect, channel: str) -> psycopg.Connection[Any]:
+    conn = connect()
+    try:
+        conn.execute(f"LISTEN {channel}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
