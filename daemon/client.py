@@ -258,11 +258,13 @@ class Client:
         return (await self._group.submit(request)).job
 
     async def _write_group(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
+        publisher = self._publisher()
         if len(requests) == 1:
-            results = [await self._store().enqueue(requests[0])]
+            results = [await self._store().enqueue(requests[0], after_commit=publisher)]
         else:
-            results = await self._store().enqueue_many(requests, raise_on_conflict=False)
-        await self._after_commit(results)
+            results = await self._store().enqueue_many(
+                requests, raise_on_conflict=False, after_commit=publisher)
+        self._after_commit(results, publisher)
         return results
 
     async def enqueue_many(
@@ -284,8 +286,10 @@ class Client:
         batch = validate_batch(requests, self.max_payload_bytes, dispatch_now=self._will_xadd())
         if not batch:
             return []
-        results = await self._store().enqueue_many(batch, raise_on_conflict=raise_on_conflict)
-        await self._after_commit(results)
+        publisher = self._publisher()
+        results = await self._store().enqueue_many(
+            batch, raise_on_conflict=raise_on_conflict, after_commit=publisher)
+        self._after_commit(results, publisher)
         return results
 
     def _will_xadd(self) -> bool:
@@ -293,22 +297,24 @@ class Client:
             self.dispatch_ok = True
         return self.streams is not None and self.dispatch_ok
 
-    async def _after_commit(self, results: Sequence[EnqueueResult]) -> None:
-        """XADD the new, due rows in one pipeline; then tell the owner (wake-ups)."""
-        created = [r.job for r in results if r.created]
-        refs = [DispatchRef(j.id, j.job_type, j.queue, j.tenant_id)
-                for j in created if j.dispatched_at is not None]
-        if refs and self.streams is not None:
-            try:
-                await self.streams.publish(refs)
-            except DispatchUnavailable:
-                self.dispatch_ok = False
-                self._dispatch_retry_at = anyio.current_time() + DISPATCH_RETRY_S
-                self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
-                                  queue=refs[0].queue, note="the sweep will re-dispatch it")
+    def _publisher(self) -> _Publisher | None:
+        return _Publisher(self.streams) if self.streams is not None else None
+
+    def _after_commit(
+        self, results: Sequence[EnqueueResult], publisher: _Publisher | None
+    ) -> None:
+        """After the write (and its XADD, done on the store's thread): note a failed XADD,
+        then tell the owner (wake-ups)."""
+        if publisher is not None and publisher.failed:
+            refs = publisher.failed
+            self.dispatch_ok = False
+            self._dispatch_retry_at = anyio.current_time() + DISPATCH_RETRY_S
+            self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
+                              queue=refs[0].queue, note="the sweep will re-dispatch it")
         if self.on_enqueued is not None:
-            for job in created:
-                self.on_enqueued(job)
+            for result in results:
+                if result.created:
+                    self.on_enqueued(result.job)
 
     async def get_job(self, job_id: int) -> Job | None:
         """The job's current row, or None if there is no such job (or it was pruned)."""
@@ -327,6 +333,24 @@ class Client:
         gets ``cancel_requested`` and its worker cancels the handler at the next heartbeat.
         Raises ``JobNotFound``, or ``InvalidTransition`` for a finished job."""
         return await self._store().cancel_job(job_id)
+
+
+class _Publisher:
+    """The store's ``after_commit`` for one write: XADDs the new, due rows on the store's
+    connection thread, right after the commit (one thread hop for both). A failed XADD never
+    fails the enqueue: the row is the truth, and the sweep re-dispatches it."""
+
+    def __init__(self, streams: RedisStreams) -> None:
+        self.streams = streams
+        self.failed: list[DispatchRef] = []
+
+    def __call__(self, results: Sequence[EnqueueResult]) -> None:
+        refs = [DispatchRef(r.job.id, r.job.job_type, r.job.queue, r.job.tenant_id)
+                for r in results if r.created and r.job.dispatched_at is not None]
+        try:
+            self.streams.publish_here(refs)
+        except DispatchUnavailable:
+            self.failed = refs
 
 
 def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:

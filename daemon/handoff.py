@@ -81,20 +81,18 @@ class _Worker(Generic[R]):
         self.inbox.put(unit)
 
     def _main(self) -> None:
-        pool = self.pool
-        while True:
-            unit = self.inbox.get()
-            while unit is not None:
-                self._run(unit)
-                unit = pool._next_for(self)
-            if unit is None and pool._stopping(self):
-                break
+        unit = self.inbox.get()
+        while unit is not None:
+            unit = self._run(unit) or self.inbox.get()
         self._close_conn()
 
-    def _run(self, unit: _Unit) -> None:
+    def _run(self, unit: _Unit) -> _Unit | None:
+        """Run one unit; return the next one to run (from the pool's backlog), or None after
+        going back to the idle stack. The thread goes idle *before* it answers, so the
+        caller's next unit finds it idle instead of starting another thread."""
         with unit.lock:
             if unit.state == _ABANDONED:  # cancelled before it started
-                return
+                return self.pool._next_for(self)
             unit.state = _RUNNING
             unit.worker = self
         result: outcome.Outcome[Any]
@@ -112,8 +110,10 @@ class _Worker(Generic[R]):
             unit.worker = None
             if unit.done is not None:
                 unit.done.set()
+        following = self.pool._next_for(self)
         if not abandoned:
             unit.deliver(result)
+        return following
 
     def _close_conn(self) -> None:
         conn, self.conn = self.conn, None
@@ -185,14 +185,6 @@ class Handoff(Generic[R]):
             if not self._closed:
                 self._idle.append(worker)
             return None
-
-    def _stopping(self, worker: _Worker[R]) -> bool:
-        with self._lock:
-            if self._closed:
-                with contextlib.suppress(ValueError):
-                    self._idle.remove(worker)
-                return True
-            return False
 
     def _submit(self, unit: _Unit) -> None:
         with self._lock:

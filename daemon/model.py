@@ -18,6 +18,7 @@ Which loop moves a job out of each status:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -197,6 +198,11 @@ class EnqueueResult:
     job: Job
     created: bool
     conflict: bool = False
+
+
+#: Run by a store on its connection thread right after an enqueue committed, with the
+#: results (the client XADDs there, so one enqueue is one thread hop).
+AfterCommit = Callable[[Sequence[EnqueueResult]], None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,10 @@ scope: cancelling an in-flight XREADGROUP can strand an entry in the PEL, which
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +144,7 @@ class RedisStreams:
         self.block_s = block_s
         self._pool: Handoff[redis.Redis] | None = None
         self._reader: Handoff[redis.Redis] | None = None
+        self._shared: redis.Redis | None = None
         self._fill: Any = None
         self._publish: Any = None
 
@@ -178,11 +180,19 @@ class RedisStreams:
             "gochatd-redis-read", lambda: self._connect(self.block_s + 5.0), _close_client,
             interrupt=_break_socket, abandon_s=1.0,
         )
-        scripts = redis.Redis()  # never connects: only encodes the scripts for their SHA
-        self._fill = scripts.register_script(_FILL_SCRIPT)
-        self._publish = scripts.register_script(_PUBLISH_SCRIPT)
+        # Thread-safe (a connection pool): for callers on other pools' threads.
+        self._shared = redis.Redis.from_url(
+            self._url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=0,
+            client_name="gochatd", max_connections=16,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
+        self._fill = self._shared.register_script(_FILL_SCRIPT)
+        self._publish = self._shared.register_script(_PUBLISH_SCRIPT)
 
     async def close(self) -> None:
+        shared, self._shared = self._shared, None
+        if shared is not None:
+            shared.close()  # only closes idle connections: no I/O to wait for
         pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
         for handoff in (pool, reader):
             if handoff is not None:
@@ -192,19 +202,11 @@ class RedisStreams:
         handoff = self._reader if reader else self._pool
         if handoff is None:
             raise DispatchUnavailable("redis client not open")
-        try:
-            return await handoff.run(lambda r: fn(r, *args))
-        except ResourceClosed:
-            raise DispatchUnavailable("redis client closed") from None
-        except _TRANSIENT as exc:
-            raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
-        except RedisError as exc:
-            if "LOADING" in str(exc) or "BUSY" in str(exc):
-                raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
-            if "WRONGTYPE" in str(exc):
-                # A stream key holds something else: Redis cannot dispatch, the database can.
-                raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None
-            raise
+        with _translated():
+            try:
+                return await handoff.run(lambda r: fn(r, *args))
+            except ResourceClosed:
+                raise DispatchUnavailable("redis client closed") from None
 
     # -- health ----------------------------------------------------------------------------
 
@@ -231,8 +233,22 @@ class RedisStreams:
 
     async def publish(self, refs: Sequence[DispatchRef]) -> None:
         """XADD one entry per job, all in one script call, with approximate MAXLEN trimming."""
+        if refs:
+            await self._call(self._publish_with, refs)
+
+    def publish_here(self, refs: Sequence[DispatchRef]) -> None:
+        """``publish`` on the calling thread (another pool's connection thread: the
+        client's enqueue XADDs right after its commit, in the same hop), through a
+        thread-safe client of its own. Raises ``DispatchUnavailable``."""
         if not refs:
             return
+        client = self._shared
+        if client is None:
+            raise DispatchUnavailable("redis client not open")
+        with _translated():
+            self._publish_with(client, refs)
+
+    def _publish_with(self, r: redis.Redis, refs: Sequence[DispatchRef]) -> None:
         keys: dict[str, int] = {}
         entries = [
             [keys.setdefault(self.key(ref.queue), len(keys) + 1), str(ref.job_id), ref.job_type,
@@ -240,12 +256,7 @@ class RedisStreams:
             for ref in refs
         ]
         args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
-        script = self._publish
-
-        def _publish(r: redis.Redis) -> None:
-            script(keys=list(keys), args=args, client=r)
-
-        await self._call(_publish)
+        self._publish(keys=list(keys), args=args, client=r)
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -401,6 +412,23 @@ class RedisStreams:
             return removed
 
         return int(await self._call(_trim))
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """redis-py's errors as gochatd's: an outage, a loading or busy server and a key of the
+    wrong type are ``DispatchUnavailable`` (the database dispatches instead)."""
+    try:
+        yield
+    except _TRANSIENT as exc:
+        raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+    except RedisError as exc:
+        if "LOADING" in str(exc) or "BUSY" in str(exc):
+            raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+        if "WRONGTYPE" in str(exc):
+            # A stream key holds something else: Redis cannot dispatch, the database can.
+            raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None
+        raise
 
 
 def _close_client(client: redis.Redis) -> None:

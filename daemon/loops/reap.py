@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from gochatd.errors import StoreUnavailable
+from gochatd.loops.scan_window import ScanWindow
 
 if TYPE_CHECKING:
     from gochatd.service import Worker
@@ -15,9 +16,13 @@ if TYPE_CHECKING:
 BATCH = 1000
 
 
-async def reap_once(worker: Worker) -> int:
-    result = await worker.store.reap_expired_leases(BATCH)
+async def reap_once(worker: Worker, window: ScanWindow | None = None) -> int:
+    """One pass; with ``window``, only leases that expired since its last complete pass."""
+    within_s = window.begin() if window is not None else None
+    result = await worker.store.reap_expired_leases(BATCH, expired_within_s=within_s)
     count = len(result.retried) + len(result.dead)
+    if window is not None and count < BATCH:
+        window.complete()
     if count:
         worker.counters["reaped_leases"] += count
         worker.log.warning(
@@ -29,9 +34,10 @@ async def reap_once(worker: Worker) -> int:
 
 
 async def reap_loop(worker: Worker) -> None:
+    window = ScanWindow()
     while True:
         try:
-            if await reap_once(worker) >= BATCH:
+            if await reap_once(worker, window) >= BATCH:
                 continue
         except StoreUnavailable as exc:
             worker.transient_error("reap", exc)

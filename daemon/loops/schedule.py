@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
+from gochatd.loops.scan_window import ScanWindow
 
 if TYPE_CHECKING:
     from gochatd.dispatch.redis_streams import RedisStreams
@@ -37,16 +38,24 @@ async def dispatch_due(worker: Worker, streams: RedisStreams) -> int:
     return 0
 
 
-async def sweep(worker: Worker, streams: RedisStreams) -> int:
-    healed = 0
+async def sweep(worker: Worker, streams: RedisStreams, window: ScanWindow | None = None) -> int:
+    """Re-dispatch jobs whose dispatch is older than a sweep interval; with ``window``, only
+    those dispatched since its last complete pass (plus that interval)."""
+    healed, left_behind = 0, False
+    older_than_s = worker.settings.worker_redis_sweep_interval_s
+    within_s = window.begin() if window is not None else None
     for queue in worker.queues:
         room = SWEEP_TARGET - await streams.backlog(queue)
         refs = await worker.store.redispatch_stale_jobs(
-            queue, worker.settings.worker_redis_sweep_interval_s, room
+            queue, older_than_s, room,
+            dispatched_within_s=None if within_s is None else within_s + older_than_s,
         )
+        left_behind = left_behind or len(refs) >= room
         if refs:
             await streams.publish(refs)
             healed += len(refs)
+    if window is not None and not left_behind:
+        window.complete()
     if healed:
         worker.counters["sweep_redispatched"] += healed
         worker.log.info("sweep_redispatched", jobs=healed)
@@ -58,6 +67,7 @@ async def schedule_loop(worker: Worker) -> None:
     from gochatd.service import Mode
 
     next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
+    window = ScanWindow()
     while True:
         streams = worker.streams
         if worker.mode is not Mode.STREAMS or streams is None:
@@ -69,7 +79,7 @@ async def schedule_loop(worker: Worker) -> None:
                 continue
             if trio.current_time() >= next_sweep:
                 next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
-                await sweep(worker, streams)
+                await sweep(worker, streams, window)
             due_in = await worker.store.next_due_in_s(worker.queues, undispatched_only=True)
             if due_in is not None:
                 # Due already but locked by another dispatcher: look again shortly.

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from gochatd.model import (
+    AfterCommit,
     ClaimedJob,
     DispatchRef,
     EnqueueRequest,
@@ -44,10 +45,16 @@ class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
         """The highest applied migration, 0 for an empty database."""
         ...
 
-    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult: ...
+    async def enqueue(
+        self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
+    ) -> EnqueueResult:
+        """Insert one job (idempotently). ``after_commit`` runs on the store's connection
+        thread once the row committed, in the same thread hop (the client XADDs there)."""
+        ...
 
     async def enqueue_many(
-        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False,
+        after_commit: AfterCommit | None = None,
     ) -> list[EnqueueResult]:
         """Insert a batch at once; one result per request, in order. An idempotency conflict
         is reported per item (``conflict=True``, nothing written for it) or, with
@@ -76,15 +83,25 @@ class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
         """Heartbeat; leases not returned are lost."""
         ...
 
-    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult: ...
+    async def reap_expired_leases(
+        self, limit: int = 1000, *, expired_within_s: float | None = None
+    ) -> ReapResult:
+        """Expired leases back to retrying (or dead, or cancelled); with
+        ``expired_within_s`` only those that expired that recently (a keyset window)."""
+        ...
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
         """Mark due, never-dispatched jobs as dispatched now and return them for XADD."""
         ...
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int
-    ) -> list[DispatchRef]: ...
+        self, queue: str, older_than_s: float, limit: int, *,
+        dispatched_within_s: float | None = None,
+    ) -> list[DispatchRef]:
+        """Waiting jobs last dispatched more than ``older_than_s`` ago, marked dispatched now
+        for a new XADD; with ``dispatched_within_s`` only those last dispatched that
+        recently (a keyset window)."""
+        ...
 
     async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
         """Seconds (database clock) until the earliest claimable job is due; None if none."""

@@ -20,6 +20,7 @@ from gochatd.errors import (
     TenantMoved,
 )
 from gochatd.model import (
+    AfterCommit,
     ClaimedJob,
     EnqueueRequest,
     EnqueueResult,
@@ -222,7 +223,9 @@ class PostgresStore(SqlJobStore):
 
     # -- producers -------------------------------------------------------------------------
 
-    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+    async def enqueue(
+        self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
+    ) -> EnqueueResult:
         params = {
             "tenant_id": request.tenant_id,
             "job_type": request.job_type,
@@ -238,6 +241,12 @@ class PostgresStore(SqlJobStore):
         }
 
         def _enqueue(conn: psycopg.Connection[Any]) -> EnqueueResult:
+            result = _insert(conn)
+            if after_commit is not None:
+                after_commit([result])
+            return result
+
+        def _insert(conn: psycopg.Connection[Any]) -> EnqueueResult:
             for _ in range(3):  # the existing row may vanish between the two statements
                 row = conn.execute(Q["enqueue_job"], params, prepare=True).fetchone()
                 if row is not None:
@@ -255,14 +264,18 @@ class PostgresStore(SqlJobStore):
         return await self._call(_enqueue)
 
     async def enqueue_many(
-        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False,
+        after_commit: AfterCommit | None = None,
     ) -> list[EnqueueResult]:
         if not requests:
             return []
 
         def _enqueue_many(conn: psycopg.Connection[Any]) -> list[EnqueueResult]:
             with conn.transaction():
-                return pg_enqueue_many(conn, requests, raise_on_conflict)
+                results = pg_enqueue_many(conn, requests, raise_on_conflict)
+            if after_commit is not None:
+                after_commit(results)
+            return results
 
         return await self._call(_enqueue_many)
 

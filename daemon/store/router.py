@@ -25,6 +25,7 @@ import anyio
 from gochatd.errors import JobNotFound, StoreUnavailable, TenantMoved
 from gochatd.logs import get_logger
 from gochatd.model import (
+    AfterCommit,
     ClaimedJob,
     DispatchRef,
     EnqueueRequest,
@@ -222,27 +223,32 @@ class RoutedStore:
 
     # -- one tenant's writes ---------------------------------------------------------------
 
-    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+    async def enqueue(
+        self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
+    ) -> EnqueueResult:
         if not self.routes.routes:
             try:
-                return await self.home.enqueue(request)
+                return await self.home.enqueue(request, after_commit=after_commit)
             except TenantMoved:  # a route appeared since our last read
                 await self.refresh_routes(force=True)
-        return await self._for_tenant(request.tenant_id, lambda s: s.enqueue(request))
+        return await self._for_tenant(
+            request.tenant_id, lambda s: s.enqueue(request, after_commit=after_commit))
 
     async def enqueue_many(
-        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False,
+        after_commit: AfterCommit | None = None,
     ) -> list[EnqueueResult]:
         if not self.routes.routes:
             try:
-                return await self.home.enqueue_many(requests, raise_on_conflict=raise_on_conflict)
+                return await self.home.enqueue_many(
+                    requests, raise_on_conflict=raise_on_conflict, after_commit=after_commit)
             except TenantMoved:
                 await self.refresh_routes(force=True)
         groups = _group(range(len(requests)), lambda i: requests[i].tenant_id)
         if len(groups) == 1:
             ((tenant, _),) = groups.items()
             return await self._for_tenant(tenant, lambda s: s.enqueue_many(
-                requests, raise_on_conflict=raise_on_conflict))
+                requests, raise_on_conflict=raise_on_conflict, after_commit=after_commit))
         # Several tenants: they may live in different databases, so all-or-nothing can only
         # hold per database; each tenant's items go in one batch, results back in order.
         results: list[EnqueueResult | None] = [None] * len(requests)
@@ -251,7 +257,8 @@ class RoutedStore:
 
             async def insert(store: ScopedStore, batch: list[EnqueueRequest] = batch
                              ) -> list[EnqueueResult]:
-                return await store.enqueue_many(batch, raise_on_conflict=raise_on_conflict)
+                return await store.enqueue_many(batch, raise_on_conflict=raise_on_conflict,
+                                                after_commit=after_commit)
 
             done = await self._for_tenant(tenant, insert)
             for i, result in zip(indexes, done, strict=True):
@@ -342,9 +349,12 @@ class RoutedStore:
                                                             owner, lease_s))
         return claimed
 
-    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
+    async def reap_expired_leases(
+        self, limit: int = 1000, *, expired_within_s: float | None = None
+    ) -> ReapResult:
         result = ReapResult()
-        for part in await self._each(lambda s: s.reap_expired_leases(limit)):
+        for part in await self._each(
+                lambda s: s.reap_expired_leases(limit, expired_within_s=expired_within_s)):
             result.retried.extend(part.retried)
             result.dead.extend(part.dead)
         return result
@@ -353,10 +363,11 @@ class RoutedStore:
         return _concat(await self._each(lambda s: s.dispatch_due_jobs(queues, limit)))
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int
+        self, queue: str, older_than_s: float, limit: int, *,
+        dispatched_within_s: float | None = None,
     ) -> list[DispatchRef]:
-        return _concat(await self._each(
-            lambda s: s.redispatch_stale_jobs(queue, older_than_s, limit)))
+        return _concat(await self._each(lambda s: s.redispatch_stale_jobs(
+            queue, older_than_s, limit, dispatched_within_s=dispatched_within_s)))
 
     async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
         found = [x for x in await self._each(

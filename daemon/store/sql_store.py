@@ -128,8 +128,11 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
 
     # -- maintenance -----------------------------------------------------------------------
 
-    async def reap_expired_leases(self, limit: int = 1000) -> ReapResult:
-        rows = await self._write("reap_expired_leases", {"limit": limit})
+    async def reap_expired_leases(
+        self, limit: int = 1000, *, expired_within_s: float | None = None
+    ) -> ReapResult:
+        rows = await self._write(
+            "reap_expired_leases", {"limit": limit, "expired_within_s": expired_within_s})
         retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
         dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
         return ReapResult(retried=retried, dead=dead)
@@ -141,12 +144,15 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
         return [ref_from_row(r) for r in rows]
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int
+        self, queue: str, older_than_s: float, limit: int, *,
+        dispatched_within_s: float | None = None,
     ) -> list[DispatchRef]:
         if limit <= 0:
             return []
         rows = await self._write(
-            "redispatch_stale_jobs", {"queue": queue, "older_than_s": older_than_s, "limit": limit}
+            "redispatch_stale_jobs",
+            {"queue": queue, "older_than_s": older_than_s, "limit": limit,
+             "dispatched_within_s": dispatched_within_s},
         )
         return [ref_from_row(r) for r in rows]
 

@@ -24,6 +24,7 @@ from gochatd.errors import (
 )
 from gochatd.handoff import Handoff
 from gochatd.model import (
+    AfterCommit,
     ClaimedJob,
     EnqueueRequest,
     EnqueueResult,
@@ -204,7 +205,9 @@ class SqliteStore(SqlJobStore):
 
     # -- producers -------------------------------------------------------------------------
 
-    async def enqueue(self, request: EnqueueRequest) -> EnqueueResult:
+    async def enqueue(
+        self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
+    ) -> EnqueueResult:
         params = sqlite_enqueue_params(request)
 
         def _enqueue(conn: sqlite3.Connection) -> EnqueueResult:
@@ -226,18 +229,26 @@ class SqliteStore(SqlJobStore):
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if after_commit is not None:
+                after_commit([result])
             return result
 
         return await self._run(_enqueue)
 
     async def enqueue_many(
-        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False,
+        after_commit: AfterCommit | None = None,
     ) -> list[EnqueueResult]:
         if not requests:
             return []
-        return await self._run(
-            lambda conn: sqlite_enqueue_many(conn, requests, raise_on_conflict, self._job)
-        )
+
+        def _enqueue_many(conn: sqlite3.Connection) -> list[EnqueueResult]:
+            results = sqlite_enqueue_many(conn, requests, raise_on_conflict, self._job)
+            if after_commit is not None:
+                after_commit(results)
+            return results
+
+        return await self._run(_enqueue_many)
 
     async def claim_periodic_slot(
         self, name: str, slot: datetime, request: EnqueueRequest | None

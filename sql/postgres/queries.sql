@@ -94,9 +94,15 @@ WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status
 RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
+-- expired_within_s: only leases that expired that recently (the reaper's window since its
+-- last complete pass, loops/reap.py); NULL: all of them.
 WITH expired AS MATERIALIZED (
     SELECT id FROM background_jobs
-    WHERE status = 'running' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
+    WHERE status = 'running'
+      AND ((lease_expires_at < now()
+            AND lease_expires_at >= coalesce(now() - make_interval(secs => %(expired_within_s)s),
+                                             '-infinity'))
+           OR lease_expires_at IS NULL)
       AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
@@ -130,10 +136,14 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 
 -- name: redispatch_stale_jobs
 -- The sweep: due jobs whose last dispatch is older than the sweep interval (lost XADDs).
+-- dispatched_within_s: only jobs last dispatched that recently (the sweep's window since its
+-- last complete pass, loops/schedule.py); NULL: all of them.
 WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
+      AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
+                                    '-infinity')
       AND {_in_tenant_scope}
     ORDER BY dispatched_at, id
     LIMIT %(limit)s

@@ -106,7 +106,10 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     scheduled_at = {now}, lease_expires_at = NULL, dispatched_at = NULL,
     cancel_requested = 0, updated_at = {now}, change_seq = {_next_change}
 WHERE id IN (SELECT id FROM background_jobs
-             WHERE status = 'running' AND (lease_expires_at < {now} OR lease_expires_at IS NULL)
+             WHERE status = 'running'
+               AND ((lease_expires_at < {now}
+                     AND lease_expires_at >= coalesce({now} - :expired_within_s, -1e308))
+                    OR lease_expires_at IS NULL)
                AND {_in_tenant_scope}
              ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id, status;
@@ -128,6 +131,7 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
       AND dispatched_at < {now} - :older_than_s
+      AND dispatched_at >= coalesce({now} - :dispatched_within_s, -1e308)
       AND {_in_tenant_scope}
     ORDER BY dispatched_at, id
     LIMIT :limit)

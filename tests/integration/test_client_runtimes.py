@@ -119,14 +119,23 @@ def test_asyncio_client_survives_a_terminated_backend(pg_clean: str) -> None:
 
 
 def _terminate_others(url: str) -> None:
+    """Terminate every other backend of this database and wait until they are gone
+    (pg_terminate_backend only signals them)."""
+    import time
+
     import psycopg
 
+    others = (" FROM pg_stat_activity WHERE datname = current_database()"
+              " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND backend_type = 'client backend'"
-        )
+        killed = [r[0] for r in conn.execute("SELECT pid" + others).fetchall()]
+        assert killed, "the client has connections"
+        conn.execute("SELECT pg_terminate_backend(pid)" + others)
+        deadline = time.monotonic() + 10
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)",
+                           [killed]).fetchone() != (0,):
+            assert time.monotonic() < deadline, "terminated backends did not go away"
+            time.sleep(0.01)
 
 
 async def test_trio_client_reports_an_unreachable_redis_and_still_enqueues(

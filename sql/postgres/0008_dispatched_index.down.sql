@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS background_jobs_dispatched_idx;
