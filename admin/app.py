@@ -1,5 +1,11 @@
-"""The admin app: JSON everywhere (errors included), bearer auth for mutations, the routes
-of ``admin/api.py`` and ``admin/probes.py``, the dashboard at ``/``."""
+"""The admin app: JSON everywhere (errors included), the routes of ``admin/api.py`` and
+``admin/probes.py``, the dashboard at ``/``.
+
+Auth: with an admin token set, every request needs ``Authorization: Bearer <token>``, reads
+included, except the probes (``/healthz``, ``/readyz``: a load balancer has no token) and the
+dashboard's page (static, no data: it asks for the token and sends it with every API call).
+Without a token the API answers loopback Host names only. A tenant's gateway key never
+opens an admin route, token or not (the gateway may share this listener)."""
 
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ if TYPE_CHECKING:
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: The gateway's endpoints: authenticated by tenant API keys, not by the admin token.
 GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch"})
+#: Served without the admin token (GET/HEAD only): the probes and the dashboard's page.
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
 #: Headers of werkzeug's HTTP errors worth keeping on our JSON error (405 must say Allow).
 _KEPT_ERROR_HEADERS = frozenset({"allow", "www-authenticate", "retry-after"})
 
@@ -68,19 +76,21 @@ def create_app(worker: Worker) -> QuartTrio:
             # another site means a browser was pointed here by DNS rebinding: refuse it.
             return error_response(403, "host_not_allowed",
                                   "without an admin token only loopback Host names are served")
-        if request.method in SAFE_METHODS:
+        presented = _bearer()
+        gateway = worker.gateway
+        if presented and gateway is not None and gateway.keys.tenant_for(presented):
+            return error_response(403, "tenant_key", "a tenant's API key does not open the "
+                                  "admin API")
+        safe = request.method in SAFE_METHODS
+        if safe and request.path in OPEN_PATHS:
             return None
         origin = request.headers.get("Origin")
-        if origin and urlsplit(origin).netloc.lower() != request.host.lower():
+        if not safe and origin and urlsplit(origin).netloc.lower() != request.host.lower():
             # A page on another site must not drive this API from an operator's browser.
             return error_response(403, "cross_origin", "cross-origin requests are refused")
         if not token:
             return None  # only reachable on loopback: checked at start
-        header = request.headers.get("Authorization", "")
-        scheme, _, presented = header.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            presented.strip().encode(), token.encode()
-        ):
+        if presented is None or not hmac.compare_digest(presented.encode(), token.encode()):
             response = error_response(401, "unauthorized", "a valid bearer token is required")
             response.headers["WWW-Authenticate"] = 'Bearer realm="gochatd"'
             return response
@@ -105,6 +115,14 @@ def create_app(worker: Worker) -> QuartTrio:
 
         gateway.register(app, worker)
     return app
+
+
+def _bearer() -> str | None:
+    """The credential of ``Authorization: Bearer <credential>`` (scheme case-insensitive)."""
+    scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return presented.strip()
 
 
 def register_errors(app: QuartTrio, worker: Worker) -> None:

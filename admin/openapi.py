@@ -50,19 +50,26 @@ _TEXT_FILTER = {"type": "string", "maxLength": 200}
 
 
 def _get(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
-         extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    # Reads are open to anyone who can reach the server: no security requirement.
-    op: dict[str, Any] = {"summary": summary, "security": [],
+         extra: dict[str, Any] | None = None, *, open_: bool = False) -> dict[str, Any]:
+    # With a token, reads need it too; ``open_``: the probes, served to anyone.
+    op: dict[str, Any] = {"summary": summary,
                           "responses": {"200": ok, **_ERRORS, **(extra or {})}}
+    if open_:
+        op["security"] = []
     if params:
         op["parameters"] = params
     return {"get": op}
 
 
-def _page(summary: str, media_type: str, description: str) -> dict[str, Any]:
-    return {"get": {"summary": summary, "security": [], "responses": {
+def _page(summary: str, media_type: str, description: str, *, open_: bool = False
+          ) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": summary, "responses": {
         "200": {"description": description, "content": {media_type: {"schema": {"type": "string"}}}},
-        "403": _ERRORS["403"], "405": _ERRORS["405"]}}}
+        "401": _ERRORS["401"], "403": _ERRORS["403"], "405": _ERRORS["405"]}}
+    if open_:
+        op["security"] = []
+        del op["responses"]["401"]
+    return {"get": op}
 
 
 def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
@@ -76,8 +83,9 @@ def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None 
 
 
 def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> dict[str, Any]:
-    """The document as this server behaves: with an admin token every POST needs the bearer
-    token; without one (loopback only) no operation does. With ``gateway`` (served on this
+    """The document as this server behaves: with an admin token every operation needs the
+    bearer token but the probes and the dashboard's page; without one (loopback only) no
+    operation does. With ``gateway`` (served on this
     listener) POST /v1/jobs and /v1/jobs:batch need a tenant API key instead."""
     gateway_ops = gateway_paths(_json, _ref, _ERRORS) if gateway else {}
     statuses = [s.value for s in JobStatus]
@@ -96,10 +104,12 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
         "info": {"title": "gochatd admin API", "version": gochatd.__version__},
         "security": [{"bearer": []}] if auth_required else [],
         "paths": {
-            "/healthz": _get("Liveness", _json(_ref("Health"), "the event loop answers")),
+            "/healthz": _get("Liveness", _json(_ref("Health"), "the event loop answers"),
+                             open_=True),
             "/readyz": _get("Readiness", _json(_ref("Ready"), "ready"),
-                            extra={"503": _json(_ref("Ready"), "not ready")}),
-            "/": _page("The dashboard", "text/html", "the dashboard page"),
+                            extra={"503": _json(_ref("Ready"), "not ready")}, open_=True),
+            "/": _page("The dashboard (static: it asks for the token and sends it with each "
+                       "API call)", "text/html", "the dashboard page", open_=True),
             "/metrics": _page("Prometheus metrics", "text/plain", "Prometheus text format"),
             "/v1/openapi.json": _get("This document",
                                      _json({"type": "object"}, "the OpenAPI 3.1 document")),

@@ -80,6 +80,10 @@ class Admin:
         body: dict[str, Any] = await self.get(f"/v1/jobs/{job_id}")
         return body
 
+    async def job_as(self, job_id: int, headers: dict[str, str]) -> dict[str, Any]:
+        body: dict[str, Any] = await self.get(f"/v1/jobs/{job_id}", headers=headers)
+        return body
+
     async def wait_job(self, job_id: int, *statuses: str, timeout_s: float = 10.0) -> dict[str, Any]:
         async def probe() -> dict[str, Any] | None:
             job = await self.job(job_id)

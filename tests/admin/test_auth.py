@@ -1,22 +1,23 @@
-"""Auth: the bearer token guards every mutation (reads stay open), cross-site POSTs are
-refused, a tokenless server answers loopback Host names only, and a daemon refuses to listen
-beyond loopback without a token."""
+"""Auth: with a token, every admin route needs it (reads included) but the probes and the
+dashboard's static page; a tenant's gateway key never opens an admin route; cross-site POSTs
+are refused; a tokenless server answers loopback Host names only, and a daemon refuses to
+listen beyond loopback without a token."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from tests.admin.helpers import Stack, admin_worker, assert_json_error, daemon_admin_url
+from tests.gateway.helpers import KEY_A, gateway_overrides
 from tests.support.daemon_process import DaemonFactory, assert_clean, run_cli
 
 TOKEN = "adm1n-T0ken-for-tests"
-MUTATIONS = ("/v1/pause", "/v1/resume", "/v1/drain", "/v1/reload", "/v1/queues/default/pause",
-             "/v1/queues/default/resume", "/v1/jobs/retry", "/v1/jobs/1/retry", "/v1/jobs/1/cancel",
-             "/v1/outbox/1/retry")
-READS = ("/healthz", "/readyz", "/metrics", "/v1/status", "/v1/queues", "/v1/jobs",
-         "/v1/jobs/1", "/v1/outbox", "/v1/openapi.json", "/")
+GOOD = {"Authorization": f"Bearer {TOKEN}"}
+#: Served without the token: a load balancer's probes and the dashboard's static page.
+OPEN = {("get", "/healthz"), ("get", "/readyz"), ("get", "/")}
 WRONG: tuple[dict[str, str], ...] = (
     {},
     {"Authorization": "Bearer wrong-token"},
@@ -30,46 +31,79 @@ WRONG: tuple[dict[str, str], ...] = (
 )
 
 
-async def test_mutations_need_the_bearer_token(sqlite_stack: Stack) -> None:
+def _operations(doc: dict[str, Any], values: dict[str, str]) -> list[tuple[str, str, bool]]:
+    """Every (method, concrete path, open) of the OpenAPI document, path parameters filled in:
+    a route added later is walked without anyone listing it here."""
+    ops = []
+    for template, item in doc["paths"].items():
+        path = template
+        for name, value in values.items():
+            path = path.replace("{" + name + "}", value)
+        assert "{" not in path, f"no test value for a parameter of {template}"
+        for method, op in item.items():
+            if op.get("security") and op["security"] != [{"bearer": []}]:
+                continue  # the gateway's tenant-key operations (tests/gateway)
+            ops.append((method, path, op.get("security") == []))
+    return ops
+
+
+async def test_every_admin_route_needs_the_token_and_no_tenant_key_opens_one(
+    sqlite_stack: Stack
+) -> None:
+    async with admin_worker(sqlite_stack, admin_token=TOKEN, **gateway_overrides()) as admin:
+        job = await admin.worker.client.enqueue("sys:noop", {}, queue="parked")
+        doc = (await admin.http.get("/v1/openapi.json", headers=GOOD)).json()
+        assert doc["security"] == [{"bearer": []}]
+        ops = _operations(doc, {"job_id": str(job.id), "queue": "default", "message_id": "1"})
+        assert {(m, p) for m, p, is_open in ops if is_open} == OPEN
+        assert len(ops) >= 20, ops
+        for method, path, is_open in ops:
+            for headers in WRONG:
+                response = await admin.http.request(method.upper(), path, headers=headers)
+                if is_open:
+                    assert response.status_code in (200, 503), (method, path, response.text)
+                    continue
+                what = f"{method} {path} {headers}"
+                assert assert_json_error(response, 401, what) == "unauthorized"
+                assert response.headers["www-authenticate"] == 'Bearer realm="gochatd"'
+            # A tenant's key is refused on every admin route, open or not.
+            tenant = await admin.http.request(method.upper(), path,
+                                              headers={"Authorization": f"Bearer {KEY_A}"})
+            assert assert_json_error(tenant, 403, f"{method} {path}") == "tenant_key"
+            if method == "get":
+                with_token = await admin.http.get(path, headers=GOOD)  # past auth: 200 or 404
+                assert with_token.status_code in (200, 404), (path, with_token.text)
+        # Nothing of the above took effect: the job was neither cancelled nor retried.
+        assert (await admin.job_as(job.id, GOOD))["status"] == "queued"
+        status = (await admin.http.get("/v1/status", headers=GOOD)).json()
+        assert (status["paused"], status["draining"], status["paused_queues"]) == (False, False, [])
+        # The gateway on the shared listener still takes the tenant's key.
+        created = await admin.http.post("/v1/jobs", headers={"Authorization": f"Bearer {KEY_A}"},
+                                        json={"job_type": "sys:noop", "queue": "parked"})
+        assert created.status_code == 201, created.text
+
+
+async def test_mutations_with_the_token_and_cross_site_requests(sqlite_stack: Stack) -> None:
     async with admin_worker(sqlite_stack, admin_token=TOKEN) as admin:
         job = await admin.worker.client.enqueue("sys:noop", {}, queue="parked")
-        for headers in WRONG:
-            for path in MUTATIONS:
-                response = await admin.http.post(path, headers=headers)
-                assert assert_json_error(response, 401, f"{path} {headers}") == "unauthorized"
-                assert response.headers["www-authenticate"] == 'Bearer realm="gochatd"'
-        # Nothing of the above took effect.
-        status = await admin.status()
-        assert (status["paused"], status["draining"], status["paused_queues"]) == (False, False, [])
-        assert (await admin.job(job.id))["status"] == "queued"
-
-        # Reads need no token.
-        for path in READS:
-            response = await admin.http.get(path)
-            assert response.status_code == 200, (path, response.text)
-        doc = await admin.get("/v1/openapi.json")
-        assert doc["security"] == [{"bearer": []}]
-        assert doc["paths"]["/v1/status"]["get"]["security"] == []
-
-        good = {"Authorization": f"Bearer {TOKEN}"}
-        assert (await admin.post("/v1/pause", headers=good))["paused"] is True
+        assert (await admin.post("/v1/pause", headers=GOOD))["paused"] is True
         # The scheme is case-insensitive (RFC 9110); the token is not.
         lower = {"Authorization": f"bearer {TOKEN}"}
         assert (await admin.post("/v1/resume", headers=lower))["paused"] is False
-        cancelled = await admin.post(f"/v1/jobs/{job.id}/cancel", headers=good)
+        cancelled = await admin.post(f"/v1/jobs/{job.id}/cancel", headers=GOOD)
         assert cancelled["status"] == "cancelled"
 
         # A page on another site cannot drive the API, even with the token.
         for origin in ("https://evil.example", f"http://127.0.0.1:{admin.port + 1}", "null",
                        f"https://127.0.0.1:{admin.port}.evil.example"):
-            refused = await admin.http.post("/v1/pause", headers={**good, "Origin": origin})
+            refused = await admin.http.post("/v1/pause", headers={**GOOD, "Origin": origin})
             assert assert_json_error(refused, 403, origin) == "cross_origin"
-        assert (await admin.status())["paused"] is False
+        assert (await admin.get("/v1/status", headers=GOOD))["paused"] is False
         same = await admin.http.post(
-            "/v1/pause", headers={**good, "Origin": f"http://127.0.0.1:{admin.port}"})
+            "/v1/pause", headers={**GOOD, "Origin": f"http://127.0.0.1:{admin.port}"})
         assert same.status_code == 200 and same.json()["paused"] is True
-        # Reads with a foreign Origin are fine (nothing changes).
-        read = await admin.http.get("/v1/status", headers={"Origin": "https://evil.example"})
+        # Reads with a foreign Origin and the token are fine (nothing changes).
+        read = await admin.http.get("/v1/status", headers={**GOOD, "Origin": "https://evil.example"})
         assert read.status_code == 200
 
 
@@ -123,10 +157,14 @@ def test_non_loopback_listen_with_a_token_starts(tmp_path: Path, daemons: Daemon
     with httpx.Client(base_url=base, timeout=10.0) as http:
         assert http.get("/healthz").json() == {"status": "ok"}
         assert assert_json_error(http.post("/v1/pause"), 401) == "unauthorized"
+        assert assert_json_error(http.get("/v1/jobs"), 401) == "unauthorized"
+        assert assert_json_error(http.get("/metrics"), 401) == "unauthorized"
         paused = http.post("/v1/pause", headers={"Authorization": f"Bearer {TOKEN}"})
         assert paused.status_code == 200 and paused.json()["paused"] is True
         # With a token, any Host name is served (the token is the guard).
-        assert http.get("/v1/status", headers={"Host": "gochatd.internal"}).status_code == 200
+        assert http.get("/v1/status", headers={"Host": "gochatd.internal",
+                                               "Authorization": f"Bearer {TOKEN}"}
+                        ).status_code == 200
     assert daemon.stop() == 0
     daemon.assert_clean_output()
     assert TOKEN not in daemon.log_text() + daemon.err_text()

@@ -113,7 +113,8 @@ def test_schemathesis_finds_no_5xx_and_no_schema_mismatch(
     assert "Authentication failed" not in output, output[-8000:]
     # Every documented operation but GET /v1/openapi.json, the document itself, which
     # schemathesis leaves out.
-    document = httpx.get(f"{base}/v1/openapi.json", timeout=10.0).json()
+    document = httpx.get(f"{base}/v1/openapi.json", timeout=10.0,
+                         headers={"Authorization": f"Bearer {TOKEN}"}).json()
     operations = sum(len(ops) for ops in document["paths"].values()) - 1
     assert "post" in document["paths"]["/v1/jobs"] and "/v1/jobs:batch" in document["paths"]
     assert summary["operations"]["tested"] == summary["operations"]["total"] == operations
