@@ -214,9 +214,13 @@ class Worker:
         return [q for _, q in sorted(keyed, reverse=True)]
 
     def free_slots(self) -> int:
+        """Handler slots free now. A job gives its slot back when its handler returns, not
+        when its finish commits (the finisher batches those); claimed jobs not yet finished
+        stay below twice the concurrency all the same."""
         if self.stopping or self.draining or self.paused_local:
             return 0
-        return int(self.limiter.available_tokens)
+        unfinished_room = 2 * int(self.limiter.total_tokens) - len(self.active)
+        return max(0, min(int(self.limiter.available_tokens), unfinished_room))
 
     @property
     def lease_s(self) -> float:
@@ -247,11 +251,20 @@ class Worker:
             self._handlers.start_soon(self._run_one, active, has_slot, name=f"job-{job.id}")
 
     async def _run_one(self, active: ActiveJob, has_slot: bool) -> None:
+        holds_slot = has_slot
         if not has_slot:
             await self.limiter.acquire_on_behalf_of(active)
+            holds_slot = True
         try:
             started = trio.current_time()
-            finish = await execute(active, self.registry, self.policy)
+            try:
+                finish = await execute(active, self.registry, self.policy)
+            finally:
+                # The handler is done: its slot goes to the next job while the finisher
+                # commits this one's outcome in a batch.
+                self.limiter.release_on_behalf_of(active)
+                holds_slot = False
+                self.slot_freed.set()
             assert self._finisher is not None
             job = active.claimed.job
             self.metrics.observe_job(
@@ -266,7 +279,8 @@ class Worker:
                                  fence=active.claimed.fence)
         finally:
             self.active.pop(active.claimed.id, None)
-            self.limiter.release_on_behalf_of(active)
+            if holds_slot:
+                self.limiter.release_on_behalf_of(active)
             self.slot_freed.set()
             if self.draining and self.exit_when_drained and not self.active:
                 self.request_stop()

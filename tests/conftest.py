@@ -16,6 +16,7 @@ import pytest
 
 from gochatd.store import JobStore, open_store
 from tests.support.daemon_process import DaemonFactory
+from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
 from tests.support.redis_server import RedisServer
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
@@ -103,6 +104,18 @@ def own_redis(redis_binary: str) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
+    """A pgbouncer in transaction mode in front of the run's (migrated) database."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        pytest.fail("pgbouncer is required (apt-get install pgbouncer; .ci/test installs it)")
+    bouncer = PgBouncer(binary, pg_migrated)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

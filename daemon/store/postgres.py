@@ -19,6 +19,7 @@ from gochatd.errors import (
     StoreUnavailable,
     TenantMoved,
 )
+from gochatd.logs import get_logger
 from gochatd.model import (
     AfterCommit,
     ClaimedJob,
@@ -88,6 +89,14 @@ def _translate(exc: BaseException) -> Exception | None:
     return None
 
 
+#: What a prepared statement that is not on this server connection (or one that already is)
+#: raises: the statement did not run.
+_NEVER_AUTOMATICALLY = 2**31
+_PREPARED_STATEMENT_LOST = (
+    psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement
+)
+
+
 class PostgresStore(SqlJobStore):
     """Synchronous psycopg on connections that threads own (store/pg_threads.py): every
     operation is one unit of work handed to one thread, whatever its statements."""
@@ -100,6 +109,8 @@ class PostgresStore(SqlJobStore):
         self._dsn = dsn
         self._pool = connection_pool("gochatd-pg", self._connect, pool_size)
         self._listener: Listener | None = None
+        #: Hot statements are prepared on the server until a pooler shows it cannot be.
+        self._prepare = True
 
     def __repr__(self) -> str:
         return f"PostgresStore({mask_url(self._dsn)!r})"
@@ -107,9 +118,33 @@ class PostgresStore(SqlJobStore):
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
+        # No automatic preparing (None would refuse prepare=True too): only the hot
+        # statements are prepared (_execute), and none once a pooler in transaction mode
+        # showed up.
         return psycopg.Connection.connect(
-            self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10
+            self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10,
+            prepare_threshold=_NEVER_AUTOMATICALLY,
         )
+
+    def _execute(
+        self, conn: psycopg.Connection[Any], query: str, params: dict[str, Any]
+    ) -> psycopg.Cursor[Any]:
+        """Connection thread: one hot statement, prepared on the server while that works.
+        Behind a pooler in transaction mode (PgBouncer < 1.21, pool_mode = transaction) a
+        prepared statement lives on one server connection and the next transaction may get
+        another: the statement then fails before it runs, so it is run again unprepared and
+        the store prepares nothing from then on."""
+        if self._prepare:
+            try:
+                return conn.execute(query, params, prepare=True)
+            except _PREPARED_STATEMENT_LOST:
+                if self._prepare:
+                    self._prepare = False
+                    get_logger(component="postgres").info(
+                              "prepared_statements_off",
+                              reason="a prepared statement was missing or already existed: "
+                                     "a pooler in transaction mode")
+        return conn.execute(query, params, prepare=False)
 
     async def open(self) -> None:
         """Connect now, so a database that is not there fails here; LISTEN from the start,
@@ -142,7 +177,7 @@ class PostgresStore(SqlJobStore):
         query, params = Q[name], self._scoped(name, params)
 
         def _run(conn: psycopg.Connection[Any]) -> list[Any]:
-            cur = conn.execute(query, params, prepare=True)
+            cur = self._execute(conn, query, params)
             return cur.fetchall() if cur.description else []
 
         return await self._call(_run)
@@ -248,10 +283,10 @@ class PostgresStore(SqlJobStore):
 
         def _insert(conn: psycopg.Connection[Any]) -> EnqueueResult:
             for _ in range(3):  # the existing row may vanish between the two statements
-                row = conn.execute(Q["enqueue_job"], params, prepare=True).fetchone()
+                row = self._execute(conn, Q["enqueue_job"], params).fetchone()
                 if row is not None:
                     return EnqueueResult(job_from_row(row), created=True)
-                row = conn.execute(Q["find_idempotent_job"], params, prepare=True).fetchone()
+                row = self._execute(conn, Q["find_idempotent_job"], params).fetchone()
                 if row is None:
                     continue
                 job = job_from_row(row)
@@ -308,7 +343,7 @@ class PostgresStore(SqlJobStore):
                     break
                 params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
                           **scope}
-                rows.extend(conn.execute(query, params, prepare=True).fetchall())
+                rows.extend(self._execute(conn, query, params).fetchall())
             return rows
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]

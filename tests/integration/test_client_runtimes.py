@@ -26,6 +26,7 @@ from tests.integration.helpers import (
     wait_all_status,
 )
 from tests.support.harness import make_settings
+from tests.support.pgbouncer import PgBouncer
 
 
 def _closed_port() -> int:
@@ -147,3 +148,33 @@ async def test_trio_client_reports_an_unreachable_redis_and_still_enqueues(
         assert client.dispatch_ok is False, "the XADD failed: the sweep dispatches it"
     rows = await sql(pg_clean, "SELECT status FROM background_jobs WHERE id = %s", [job.id])
     assert rows == [("queued",)]
+
+
+async def _through_the_pooler(url: str, redis_url: str) -> list[int]:
+    async with gochatd.Client(url, redis_url) as client:
+        ids = [(await client.enqueue("test:count", {"n": n})).id for n in range(60)]
+        ids += [r.job.id for r in await client.enqueue_many(
+            [gochatd.NewJob("test:count", {"n": n}) for n in range(60, 80)])]
+        for job_id in ids[:5]:
+            job = await client.get_job(job_id)
+            assert job is not None and job.id == job_id
+        return ids
+
+
+async def test_both_runtimes_enqueue_through_pgbouncer_in_transaction_mode(
+    pgbouncer: PgBouncer, pg_clean: str, redis_url: str
+) -> None:
+    """A Trio and an asyncio producer behind PgBouncer (pool_mode = transaction, where a
+    prepared statement is not where the next transaction runs); a Trio daemon connected
+    directly runs every job once."""
+    tracker = Tracker()
+    registry = make_registry(HandlerSpec("test:count", tracker.counting()))
+    settings = make_settings(pg_clean, redis_url, worker_concurrency=20)
+    async with started_worker(settings, registry=registry) as run:
+        ids = await _through_the_pooler(pgbouncer.url, redis_url)
+        ids += await trio.to_thread.run_sync(
+            asyncio.run, _through_the_pooler(pgbouncer.url, redis_url))
+        await wait_all_status(run.worker.store, ids, JobStatus.COMPLETED)
+    assert len(set(ids)) == 160
+    assert sorted(tracker.executions) == sorted(ids)
+    assert set(tracker.executions.values()) == {1}
