@@ -144,7 +144,8 @@ def _progress(row: dict[str, Any], started: float) -> str:
         return f"{v:,.1f}" if isinstance(v, float) else "-"
 
     line = (f"[{time.time() - started:5.0f} s] {row['system']} rep {row['rep']}: "
-            f"enqueue {f('enqueue_jobs_s')}, drain {f('drain_jobs_s')}, e2e {f('e2e_jobs_s')} jobs/s, "
+            f"enqueue {f('enqueue_jobs_s')}, drain {f('drain_jobs_s')}, e2e {f('e2e_jobs_s')}, "
+            f"e2e 1 producer {f('e2e1_jobs_s')} jobs/s, "
             f"idle p50/p99 {f('lat_p50_ms')}/{f('lat_p99_ms')} ms")
     return line + (f"  ERROR: {row['error']}" if row.get("error") else "")
 

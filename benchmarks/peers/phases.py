@@ -6,7 +6,9 @@
 3. **end-to-end**: the workers are warm and idle for 1 s; then 8 concurrent producer tasks
    (threads for sync clients) enqueue N more while the workers run. ``e2e_jobs_s`` = N / (last
    handler start - first enqueue call).
-4. **idle latency**: after >= 2 s idle, ``lat_n`` jobs one at a time, ``lat_spacing_ms`` apart;
+4. **end-to-end, one producer**: the same with one sequential producer (phase 4):
+   ``e2e1_jobs_s``, a web app's request handler enqueueing as it goes.
+5. **idle latency**: after >= 2 s idle, ``lat_n`` jobs one at a time, ``lat_spacing_ms`` apart;
    latency = handler start - the time taken just before the enqueue call.
 
 Every phase waits on the record file with a deadline, so a stuck system fails its row and
@@ -168,6 +170,8 @@ def run_rep(system: System, rep: int, s: RunSettings) -> dict[str, Any]:
         workers = WorkerGroup(adapter)
         _drain_phase(tail, row, n, workers, s)
         _end_to_end_phase(adapter, tail, row, n, workers, s)
+        _end_to_end_phase(adapter, tail, row, n, workers, s, phase=4, shape="sequential",
+                          key="e2e1")
         _latency_phase(adapter, tail, row, workers, s)
     except PhaseFailed as exc:
         row["error"] = str(exc)
@@ -175,10 +179,10 @@ def run_rep(system: System, rep: int, s: RunSettings) -> dict[str, Any]:
         if workers is not None:
             row.update(workers.stop())
         tail.poll()
-        started = sum(tail.count(p) for p in (2, 3)) + tail.count(1)
+        started = sum(tail.count(p) for p in (1, 2, 3, 4))
         if row.get("worker_cpu_s") and started and row["error"] is None:
             row["worker_cpu_us_per_job"] = row["worker_cpu_s"] * 1e6 / started
-        for phase in (1, 2, 3):
+        for phase in (1, 2, 3, 4):
             row[f"duplicates_phase{phase}"] = tail.duplicates(phase)
         row["bad_record_lines"] = tail.bad_lines
         row["rep_wall_s"] = round(time.time() - t_rep, 1)
@@ -199,17 +203,18 @@ def _drain_phase(tail: RecordTail, row: dict[str, Any], n: int, workers: WorkerG
 
 
 def _end_to_end_phase(adapter: Adapter, tail: RecordTail, row: dict[str, Any], n: int,
-                      workers: WorkerGroup, s: RunSettings) -> None:
+                      workers: WorkerGroup, s: RunSettings, *, phase: int = 2,
+                      shape: str = "concurrent", key: str = "e2e") -> None:
     time.sleep(WARM_IDLE_S)  # warm and idle before the producer starts
-    enq = adapter.call("enqueue", "--n", str(n), "--phase", "2", "--shape", "concurrent",
+    enq = adapter.call("enqueue", "--n", str(n), "--phase", str(phase), "--shape", shape,
                        timeout_s=s.phase_timeout_s)
-    _wait_for(tail, 2, n, workers, s.phase_timeout_s)
-    e2e = tail.starts[2]
-    row["e2e_jobs_s"] = n / (max(x.t_start for x in e2e) - enq["t_first"])
-    row["e2e_producer_jobs_s"] = enq["rate"]
+    _wait_for(tail, phase, n, workers, s.phase_timeout_s)
+    e2e = tail.starts[phase]
+    row[f"{key}_jobs_s"] = n / (max(x.t_start for x in e2e) - enq["t_first"])
+    row[f"{key}_producer_jobs_s"] = enq["rate"]
     lat = [x.latency_ms for x in e2e]
-    row["e2e_lat_p50_ms"] = percentile(lat, 50)
-    row["e2e_lat_p99_ms"] = percentile(lat, 99)
+    row[f"{key}_lat_p50_ms"] = percentile(lat, 50)
+    row[f"{key}_lat_p99_ms"] = percentile(lat, 99)
 
 
 def _latency_phase(adapter: Adapter, tail: RecordTail, row: dict[str, Any], workers: WorkerGroup,

@@ -103,7 +103,7 @@ def test_report_takes_medians_and_orients_ratios_so_above_one_favours_gochatd() 
     ratio_row = next(line for line in text.splitlines() if line.startswith("| pgqueuer | ") and "x |" in line)
     cells = [c.strip() for c in ratio_row.strip("|").split("|")]
     assert cells[2] == "2.10x"  # drain: gochatd 21,000 / pgqueuer 10,000
-    assert cells[6] == "3.00x"  # idle p99: pgqueuer 3 ms / gochatd 1 ms
+    assert cells[7] == "3.00x"  # idle p99: pgqueuer 3 ms / gochatd 1 ms
     target = next(line for line in text.splitlines() if line.startswith("| drain vs pgqueuer |"))
     assert "2.10x pgqueuer (10,000)" in target and target.endswith("| met |")
     assert "| drain (first→last) | ≥ 20,000 jobs/s | 21,000 jobs/s | met |" in text
