@@ -84,10 +84,16 @@ class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
         ...
 
     async def reap_expired_leases(
-        self, limit: int = 1000, *, expired_within_s: float | None = None
+        self, limit: int = 1000, *, expired_within_s: float | None = None,
+        created_after_id: int | None = None,
     ) -> ReapResult:
         """Expired leases back to retrying (or dead, or cancelled); with
-        ``expired_within_s`` only those that expired that recently (a keyset window)."""
+        ``expired_within_s`` only those that expired that recently (a keyset window), plus
+        the expired ones of rows newer than ``created_after_id``."""
+        ...
+
+    async def newest_job_id(self) -> int:
+        """The highest job id (0 for none)."""
         ...
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:

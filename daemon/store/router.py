@@ -350,14 +350,18 @@ class RoutedStore:
         return claimed
 
     async def reap_expired_leases(
-        self, limit: int = 1000, *, expired_within_s: float | None = None
+        self, limit: int = 1000, *, expired_within_s: float | None = None,
+        created_after_id: int | None = None,
     ) -> ReapResult:
         result = ReapResult()
-        for part in await self._each(
-                lambda s: s.reap_expired_leases(limit, expired_within_s=expired_within_s)):
+        for part in await self._each(lambda s: s.reap_expired_leases(
+                limit, expired_within_s=expired_within_s, created_after_id=created_after_id)):
             result.retried.extend(part.retried)
             result.dead.extend(part.dead)
         return result
+
+    async def newest_job_id(self) -> int:
+        return max(await self._each(lambda s: s.newest_job_id()))
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
         return _concat(await self._each(lambda s: s.dispatch_due_jobs(queues, limit)))

@@ -129,13 +129,19 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
     # -- maintenance -----------------------------------------------------------------------
 
     async def reap_expired_leases(
-        self, limit: int = 1000, *, expired_within_s: float | None = None
+        self, limit: int = 1000, *, expired_within_s: float | None = None,
+        created_after_id: int | None = None,
     ) -> ReapResult:
         rows = await self._write(
-            "reap_expired_leases", {"limit": limit, "expired_within_s": expired_within_s})
+            "reap_expired_leases", {"limit": limit, "expired_within_s": expired_within_s,
+                                    "created_after_id": created_after_id})
         retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
         dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
         return ReapResult(retried=retried, dead=dead)
+
+    async def newest_job_id(self) -> int:
+        rows = await self._read("newest_job_id", {})
+        return int(rows[0][0]) if rows else 0
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
         rows = await self._write(

@@ -95,13 +95,15 @@ RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
 -- expired_within_s: only leases that expired that recently (the reaper's window since its
--- last complete pass, loops/reap.py); NULL: all of them.
+-- last complete pass, loops/reap.py), plus any expired lease of a row newer than
+-- created_after_id (a row written with an old lease, by foreign SQL); NULL: all of them.
 WITH expired AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status = 'running'
       AND ((lease_expires_at < now()
             AND lease_expires_at >= coalesce(now() - make_interval(secs => %(expired_within_s)s),
                                              '-infinity'))
+           OR (id > %(created_after_id)s AND lease_expires_at < now())
            OR lease_expires_at IS NULL)
       AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
@@ -166,6 +168,9 @@ SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::floa
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
   AND {_in_tenant_scope};
+
+-- name: newest_job_id
+SELECT coalesce(max(id), 0) FROM background_jobs;
 
 -- name: get_job
 SELECT {job_columns} FROM background_jobs WHERE id = %(id)s AND {_in_tenant_scope};

@@ -109,6 +109,7 @@ WHERE id IN (SELECT id FROM background_jobs
              WHERE status = 'running'
                AND ((lease_expires_at < {now}
                      AND lease_expires_at >= coalesce({now} - :expired_within_s, -1e308))
+                    OR (id > :created_after_id AND lease_expires_at < {now})
                     OR lease_expires_at IS NULL)
                AND {_in_tenant_scope}
              ORDER BY lease_expires_at LIMIT :limit)
@@ -149,6 +150,9 @@ SELECT min(scheduled_at) - {now}
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
   AND {_in_tenant_scope};
+
+-- name: newest_job_id
+SELECT coalesce(max(id), 0) FROM background_jobs;
 
 -- name: get_job
 SELECT {job_columns} FROM background_jobs WHERE id = :id AND {_in_tenant_scope};

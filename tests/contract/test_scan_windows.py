@@ -30,8 +30,15 @@ async def test_reaper_window_leaves_older_expired_leases_to_a_full_pass(
     await _set(backend_url, "lease_expires_at", old.id, 3600)
     await _set(backend_url, "lease_expires_at", recent.id, 5)
 
-    windowed = await store.reap_expired_leases(expired_within_s=60.0)
-    assert [r.job_id for r in windowed.retried] == [recent.id]
+    newest = await store.newest_job_id()
+    assert newest == live.id
+    # Written after that pass with a lease long gone (foreign SQL): found by its id.
+    foreign = await enqueue(store, "foreign")
+    await claim_one(store, foreign, "ghost", lease_s=60.0)
+    await _set(backend_url, "lease_expires_at", foreign.id, 7200)
+
+    windowed = await store.reap_expired_leases(expired_within_s=60.0, created_after_id=newest)
+    assert sorted(r.job_id for r in windowed.retried) == [recent.id, foreign.id]
     full = await store.reap_expired_leases()
     assert [r.job_id for r in full.retried] == [old.id]
     assert (await store.reap_expired_leases()).retried == []  # the live lease stays
