@@ -147,21 +147,24 @@ async def test_4xx_is_dead_until_an_operator_retries_it(
         assert (dead.error_class, dead.attempts) == ("http_404", 1)
         base = run.worker.admin_address
         assert base is not None
+        auth = {"Authorization": f"Bearer {TOKEN}"}
         async with httpx.AsyncClient(base_url=base) as admin:
-            listed = (await admin.get("/v1/outbox", params={"status": "dead"})).json()
+            assert (await admin.get("/v1/outbox")).status_code == 401
+            listed = (await admin.get("/v1/outbox", params={"status": "dead"},
+                                      headers=auth)).json()
             assert [m["id"] for m in listed["messages"]] == [dead.id]
-            assert (await admin.get(f"/v1/outbox/{dead.id}")).json()["error_class"] == "http_404"
+            one = await admin.get(f"/v1/outbox/{dead.id}", headers=auth)
+            assert one.json()["error_class"] == "http_404"
             refused = await admin.post(f"/v1/outbox/{dead.id}/retry")
             assert refused.status_code == 401
-            answer = await admin.post(f"/v1/outbox/{dead.id}/retry",
-                                      headers={"Authorization": f"Bearer {TOKEN}"})
+            answer = await admin.post(f"/v1/outbox/{dead.id}/retry", headers=auth)
             assert answer.status_code == 200, answer.text
             assert answer.json()["status"] in {"pending", "sending", "sent"}
             sent = await wait_row(run.worker.store, "k404", OutboxStatus.SENT)
             again = await admin.post(f"/v1/outbox/{dead.id}/retry",
                                      headers={"Authorization": f"Bearer {TOKEN}"})
             assert again.status_code == 409
-            metrics = (await admin.get("/metrics")).text
+            metrics = (await admin.get("/metrics", headers=auth)).text
     assert [r.status for r in receiver.snapshot()] == [404, 200]
     assert replier.runs == [dead.job_id]
     assert sent.attempts == 1
