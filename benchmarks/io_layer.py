@@ -9,6 +9,8 @@ process CPU per op (every thread of the process counted):
 - ``to_thread``: ``trio.to_thread.run_sync`` with a one-token limiter (trio's thread cache);
 - ``bridge``: psycopg's asyncio pool through trio-asyncio (what gochatd used before);
 - ``16 tasks``: the handoff with 4 connections and 16 Trio tasks sharing it;
+- ``INSERT + commit``: one durable write through the handoff (the commit's flush is the
+  floor of every enqueue and claim);
 - ``10 statements, one unit``: ten statements in one hop, one by one vs psycopg's pipeline
   mode (what a multi-queue claim would gain from pipelining).
 
@@ -39,6 +41,10 @@ def _connect(dsn: str) -> psycopg.Connection[Any]:
 
 def _one(conn: psycopg.Connection[Any]) -> Any:
     return conn.execute(QUERY, prepare=True).fetchone()
+
+
+def _insert(conn: psycopg.Connection[Any]) -> Any:
+    return conn.execute("INSERT INTO io_layer_bench (n) VALUES (1)", prepare=True)
 
 
 def _ten(conn: psycopg.Connection[Any]) -> Any:
@@ -138,6 +144,11 @@ async def _round(rows: dict[str, Row], dsn: str, ops: int, with_bridge: bool) ->
         "bench-pg", lambda: _connect(dsn), lambda c: c.close(), size=4)
     try:
         await _timed(rows["handoff"], ops, lambda: pool.run(_one))
+        await pool.run(lambda c: c.execute("CREATE TABLE IF NOT EXISTS io_layer_bench (n int)"))
+        try:
+            await _timed(rows["insert"], max(1, ops // 4), lambda: pool.run(_insert))
+        finally:
+            await pool.run(lambda c: c.execute("DROP TABLE IF EXISTS io_layer_bench"))
         await _concurrent(rows["concurrent"], ops, pool)
         await _timed(rows["ten"], max(1, ops // 10), lambda: pool.run(_ten), per_op=10)
         await _timed(rows["ten_pipelined"], max(1, ops // 10), lambda: pool.run(_ten_pipelined),
@@ -167,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         ("sync", "sync psycopg, no loop"), ("handoff", "handoff (owned thread + queue)"),
         ("to_thread", "trio.to_thread (thread cache)"), ("bridge", "trio-asyncio bridge + pool"),
         ("concurrent", "handoff, 4 conns, 16 tasks"),
+        ("insert", "handoff, 1-row INSERT + commit"),
         ("ten", "10 statements in one unit"), ("ten_pipelined", "10 statements, pipeline mode"),
     )}
     for _ in range(args.rounds):  # rounds alternate every option, so drift hits them alike

@@ -111,6 +111,24 @@ class WorkerGroup:
     def alive(self) -> bool:
         return not self._reap(block=False)
 
+    def cpu_s(self) -> float:
+        """CPU time (user + system) so far of every live process of the worker group, from
+        /proc: sampled around one phase, it is that phase's worker CPU."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            # after the command: state, ppid, pgrp, ..., utime (12th), stime (13th)
+            if int(fields[2]) == self.proc.pid:
+                total += int(fields[11]) + int(fields[12])
+        return total / tick
+
     def _group_alive(self) -> bool:
         try:
             os.killpg(self.proc.pid, 0)
@@ -191,8 +209,10 @@ def run_rep(system: System, rep: int, s: RunSettings) -> dict[str, Any]:
 
 def _drain_phase(tail: RecordTail, row: dict[str, Any], n: int, workers: WorkerGroup,
                  s: RunSettings) -> None:
+    cpu_before = workers.cpu_s()  # start-up included: the worker has not started one job
     try:
         _wait_for(tail, 1, n, workers, s.phase_timeout_s)
+        row["drain_cpu_us_per_job"] = (workers.cpu_s() - cpu_before) * 1e6 / n
     finally:
         starts = [x.t_start for x in tail.starts[1]]
         if starts:
@@ -220,9 +240,12 @@ def _end_to_end_phase(adapter: Adapter, tail: RecordTail, row: dict[str, Any], n
 def _latency_phase(adapter: Adapter, tail: RecordTail, row: dict[str, Any], workers: WorkerGroup,
                    s: RunSettings) -> None:
     time.sleep(LATENCY_IDLE_S)  # the workers go idle: this measures wake-up, not queueing
+    cpu_before = workers.cpu_s()
     enq = adapter.call("enqueue", "--n", str(s.lat_n), "--phase", "3", "--shape", "sequential",
                        "--spacing-ms", str(s.lat_spacing_ms), timeout_s=s.phase_timeout_s)
     _wait_for(tail, 3, s.lat_n, workers, 30)
+    # Idle in between too: at 50 jobs/s, what a trickle costs the workers per job.
+    row["lat_cpu_us_per_job"] = (workers.cpu_s() - cpu_before) * 1e6 / s.lat_n
     lat = [x.latency_ms for x in tail.starts[3]]
     row["lat_spacing_ms"] = (enq["t_end"] - enq["t_first"]) * 1000 / s.lat_n
     for p in (50, 95, 99):

@@ -30,6 +30,9 @@ HEADLINE = [
     Metric("lat_p95_ms", "idle p95 ms", 1, higher_is_better=False),
     Metric("lat_p99_ms", "idle p99 ms", 1, higher_is_better=False),
     Metric("worker_cpu_us_per_job", "worker CPU us/job", 0, higher_is_better=False),
+    Metric("drain_cpu_us_per_job", "worker CPU us/job, drain", 0, higher_is_better=False),
+    Metric("lat_cpu_us_per_job", "worker CPU us/job, idle trickle", 0,
+           higher_is_better=False),
 ]
 
 
@@ -138,6 +141,12 @@ def _targets(medians: dict[str, dict[str, float | None]]) -> list[str]:
             return None if v is None else (f"{v:.2f} ms", v <= ceiling)
         return check
 
+    def at_most_us(system: str, key: str, ceiling: float) -> Callable[[], Any]:
+        def check() -> tuple[str, bool] | None:
+            v = get(system, key)
+            return None if v is None else (f"{v:,.0f} us", v <= ceiling)
+        return check
+
     def vs_peer(key: str, factor: float, peer: str | None = None) -> Callable[[], Any]:
         def check() -> tuple[str, bool] | None:
             ours = get(BASELINE, key)
@@ -159,6 +168,10 @@ def _targets(medians: dict[str, dict[str, float | None]]) -> list[str]:
          vs_peer("enqueue_jobs_s", 1.2, "pgqueuer")),
         ("enqueue, one per call vs taskiq", "≥ 1x", vs_peer("enqueue_jobs_s", 1.0, "taskiq")),
         ("idle latency p50", "≤ 1.5 ms", at_most(BASELINE, "lat_p50_ms", 1.5)),
+        ("worker CPU per job, trickle (idle phase)", "≤ 150 us",
+         at_most_us(BASELINE, "lat_cpu_us_per_job", 150.0)),
+        ("worker CPU per job, drain", "≤ 60 us",
+         at_most_us(BASELINE, "drain_cpu_us_per_job", 60.0)),
         ("idle latency p99", "≤ 3 ms", at_most(BASELINE, "lat_p99_ms", 3.0)),
         ("SQLite drain", "≥ 4,000 jobs/s", at_least("gochatd-sqlite", "drain_jobs_s", 4_000)),
         ("SQLite end-to-end", "≥ 3,000 jobs/s", at_least("gochatd-sqlite", "e2e_jobs_s", 3_000)),
