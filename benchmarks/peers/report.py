@@ -119,7 +119,8 @@ def _ratio_table(medians: dict[str, dict[str, float | None]]) -> list[str]:
 
 
 def _targets(medians: dict[str, dict[str, float | None]]) -> list[str]:
-    """The rows of issue 5's target table that this comparison measures."""
+    """The rows of the performance issues' target tables (5 and 11) that this comparison
+    measures."""
     def get(system: str, key: str) -> float | None:
         return medians.get(system, {}).get(key)
 
@@ -242,7 +243,7 @@ def render(rows: list[dict[str, Any]], infos: dict[str, dict[str, str]], facts: 
         "Throughput: gochatd ÷ system. Latency: system ÷ gochatd.",
         "",
         *_ratio_table(medians),
-        "## Issue 5's targets measured here",
+        "## The performance issues' targets measured here",
         "",
         *_targets(medians),
         "## Settings, producer API and durability",
