@@ -138,7 +138,9 @@ def clock_skew(ctx: Context) -> None:
     long_n = workers * min(3, ctx.timing.concurrency)
     phase1 = ctx.enqueue(long_n, work_s=(2.5 * lease, 2.5 * lease))
     ctx.enqueue(ctx.opts.jobs // 2, work_s=(0.05, 0.2))
-    ctx.wait_done(phase1, timeout_s=60 + 10 * lease)
+    # Every phase-1 job, the short ones too: a victim below must be killed holding one of
+    # phase 2's long handlers, not a short one that ends before the kill.
+    ctx.wait_done(timeout_s=60 + 10 * lease)
     early = int(ctx.db.scalar(
         "SELECT count(*) FROM chaos_transitions WHERE error_class = 'lease_expired'"
         " AND old_status = 'running' AND new_status <> 'completed'"))
