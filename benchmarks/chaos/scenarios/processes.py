@@ -136,7 +136,7 @@ def clock_skew(ctx: Context) -> None:
     workers = len(ctx.fleet.daemons)
     behind = 2 if workers >= 3 else 1
     long_n = workers * min(3, ctx.timing.concurrency)
-    phase1 = ctx.enqueue(long_n, work_s=(2.5 * lease, 2.5 * lease))
+    ctx.enqueue(long_n, work_s=(2.5 * lease, 2.5 * lease))
     ctx.enqueue(ctx.opts.jobs // 2, work_s=(0.05, 0.2))
     # Every phase-1 job, the short ones too: a victim below must be killed holding one of
     # phase 2's long handlers, not a short one that ends before the kill.
