@@ -21,16 +21,19 @@ WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
 
 -- name: claim_jobs
 -- Stream-delivered ids: one conditional UPDATE; rows already claimed, finished or not yet
--- due are simply not returned.
-UPDATE background_jobs
+-- due are simply not returned. Joined to the ids as a set, so each is one primary-key
+-- lookup: with "id = ANY(...) AND status IN (...)" the planner may pick an index on status
+-- instead, which walks every dead entry while a transaction held open elsewhere keeps them.
+UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_s)s),
-    fence = fence + 1, attempts = attempts + 1, updated_at = now()
-WHERE id = ANY(%(ids)s::bigint[])
-  AND status IN ('queued', 'retrying')
-  AND scheduled_at <= now()
+    fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
+FROM unnest(%(ids)s::bigint[]) AS claimed(id)
+WHERE j.id = claimed.id
+  AND j.status IN ('queued', 'retrying')
+  AND j.scheduled_at <= now()
   AND {_in_tenant_scope}
-RETURNING {job_columns};
+RETURNING {job_columns_j};
 
 -- name: claim_due_jobs
 WITH picked AS MATERIALIZED (
