@@ -172,10 +172,6 @@ class Handoff(Generic[R]):
         self._backlog: collections.deque[_Unit] = collections.deque()
         self._closed = False
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
     # -- the thread side -------------------------------------------------------------------
 
     def _next_for(self, worker: _Worker[R]) -> _Unit | None:
@@ -228,11 +224,8 @@ class Handoff(Generic[R]):
                     return trio.lowlevel.Abort.SUCCEEDED
                 worker = unit.worker
             cancelled = True
-            if unit.state == _RUNNING and worker is not None:
-                threading.Thread(
-                    target=worker.interrupt, args=(unit, self.abandon_s), daemon=True,
-                    name=f"{self.name}-interrupt",
-                ).start()
+            if unit.state == _RUNNING:
+                self._interrupt_soon(unit, worker)
             return trio.lowlevel.Abort.FAILED  # the thread's answer is on its way
 
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -269,10 +262,17 @@ class Handoff(Generic[R]):
                 state, worker = unit.state, unit.worker
                 if state != _DONE:
                     unit.state = _ABANDONED
-            if state == _RUNNING and worker is not None:
-                threading.Thread(target=worker.interrupt, args=(unit, self.abandon_s),
-                                 daemon=True).start()
+            if state == _RUNNING:
+                self._interrupt_soon(unit, worker)
             raise
+
+    def _interrupt_soon(self, unit: _Unit, worker: _Worker[R] | None) -> None:
+        """Stop a running unit from a helper thread (the interrupt may block on the network);
+        nothing to do for a pool that has no way to stop one."""
+        if worker is None or (self._interrupt is None and self._force_close is None):
+            return
+        threading.Thread(target=worker.interrupt, args=(unit, self.abandon_s), daemon=True,
+                         name=f"{self.name}-interrupt").start()
 
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop taking work; each thread closes its connection after its unit in hand.
