@@ -1,7 +1,8 @@
 """The daemon: one root nursery holding every loop, and the two-phase stop.
 
     root nursery
-     ├── signals            SIGTERM/SIGINT: graceful stop, a second one: now; SIGHUP: reload
+     ├── signals            SIGTERM/SIGINT: graceful stop, a second one: interrupt now,
+     │                      a third: exit at once; SIGHUP: reload
      ├── finisher           batches fenced finishes, then XACKs    (loops/finish.py)
      ├── scheduler          due/delayed dispatch + sweep + trim    (loops/schedule.py)
      ├── reaper             expired leases -> retrying/dead        (loops/reap.py)
@@ -16,6 +17,8 @@
 Stop: intake ends (no new claims) -> in-flight handlers get ``shutdown_grace_s`` ->
 the rest are interrupted (back to retrying, attempt refunded) -> the finish channel is
 closed by its owner -> the finisher drains -> the root nursery is cancelled.
+A second stop skips what is left of the grace: handlers are interrupted at once and written
+back within ``STOP_NOW_S`` (exit 0; 1 if that bound ran out). A third cancels the root (exit 1).
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ UNWIND_S = 5.0
 ADMIN_GRACE_S = 5.0
 #: The finisher gets this long to write the last states after every handler returned.
 FINAL_FLUSH_S = 10.0
+#: A second stop signal: handlers are interrupted at once, and everything left (their
+#: unwinding, writing them back as ``interrupted``, the admin server) gets this long.
+STOP_NOW_S = 2.0
 
 
 class Mode(enum.StrEnum):
@@ -112,6 +118,9 @@ class Worker:
         self.slot_freed = Wakeup()
         self.mode = Mode.STARTING
         self.stopping = False
+        #: A second stop request: interrupt the handlers without waiting out the grace.
+        self.stop_now = False
+        self._grace_scope: trio.CancelScope | None = None
         self.counters: Counter[str] = Counter()
         self.ready = trio.Event()
         self.stopped = trio.Event()
@@ -344,6 +353,7 @@ class Worker:
 
     async def run(self, *, handle_signals: bool = False) -> int:
         """Run until stopped. Returns the process exit code."""
+        written_back = False
         async with self._resources():
             self.log.info(
                 "worker_starting", database=mask_url(self.settings.database_url),
@@ -378,19 +388,20 @@ class Worker:
                 else:
                     self._admin_stopped.set()
                 await self._serve_handlers()
-                with trio.move_on_after(FINAL_FLUSH_S):
+                with trio.move_on_after(STOP_NOW_S if self.stop_now else FINAL_FLUSH_S):
                     await self._finisher.finished.wait()
+                written_back = self._finisher.finished.is_set()
                 # The admin server drains its requests (graceful), then everything else stops.
                 self._admin_shutdown.set()
-                with trio.move_on_after(ADMIN_GRACE_S):
+                with trio.move_on_after(STOP_NOW_S if self.stop_now else ADMIN_GRACE_S):
                     await self._admin_stopped.wait()
                 root.cancel_scope.cancel()
         # After the nursery: a forced stop cancels the root scope, so nothing in its body
         # after the cancelled await runs.
-        forced = self.counters["forced_stop"] > 0
+        forced = self.counters["forced_stop"] > 0 or not written_back
         self.mode = Mode.STOPPED
         self.stopped.set()
-        self.log.info("worker_stopped", forced=forced)
+        self.log.info("worker_stopped", forced=forced, stop_now=self.stop_now)
         return 1 if forced else 0
 
     async def _run_admin(self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
@@ -422,11 +433,13 @@ class Worker:
                 await intake.intake_loop(self)
             self.ready.set()
             self.log.info("worker_draining", in_flight=len(self.active))
-            with trio.move_on_after(self.settings.worker_shutdown_grace_s):
+            with trio.move_on_after(self.settings.worker_shutdown_grace_s) as grace:
+                self._grace_scope = grace
+                if self.stop_now:
+                    grace.cancel()
                 await self._wait_idle()
-            for active in list(self.active.values()):
-                active.stop(StopReason.INTERRUPTED)
-            with trio.move_on_after(UNWIND_S):
+            self._interrupt_all()
+            with trio.move_on_after(STOP_NOW_S if self.stop_now else UNWIND_S):
                 await self._wait_idle()
             handlers.cancel_scope.cancel()
 
@@ -434,13 +447,32 @@ class Worker:
         while self.active:
             await self.slot_freed.wait(0.1)
 
+    def _interrupt_all(self) -> None:
+        for active in list(self.active.values()):
+            active.stop(StopReason.INTERRUPTED)
+
     def request_stop(self, *, force: bool = False) -> None:
-        """First call: stop claiming, let handlers finish within the grace. Force: now."""
-        if force or self.stopping:
+        """First call: stop claiming, let handlers finish within the grace. Second call
+        (or ``force``): interrupt the handlers now and write them back, bounded. Third:
+        cancel everything at once; leases expire and the reaper recovers the jobs."""
+        if self.stop_now:
             self.counters["forced_stop"] += 1
+            self.log.warning("worker_stop_abandoned", in_flight=len(self.active))
             if self._root is not None:
                 self._root.cancel_scope.cancel()
             return
+        if force or self.stopping:
+            self.stop_now = True
+            self.log.warning("worker_stop_now", in_flight=len(self.active), bound_s=STOP_NOW_S)
+            if self._grace_scope is not None:
+                self._grace_scope.cancel()
+            self._interrupt_all()
+            if not self.stopping:
+                self._begin_stop()
+            return
+        self._begin_stop()
+
+    def _begin_stop(self) -> None:
         self.stopping = True
         self.log.info("worker_stop_requested")
         self.notifier.stopping(f"stopping; in flight {len(self.active)}")

@@ -2,9 +2,11 @@
 
 The scheduler XADDs jobs that became due without a stream entry (delayed jobs, retries,
 foreign INSERTs, reaped leases) and then sleeps until the next due time by the database
-clock, or until woken by an enqueue or a notification. Every ``sweep_interval_s`` the sweep
-re-dispatches due jobs whose last dispatch is older than the interval (lost XADDs), topping
-up only what the stream is not already holding, and trims acknowledged entries.
+clock, or until woken by an enqueue or a notification. Twice per ``sweep_interval_s`` the
+sweep re-dispatches due jobs whose last dispatch is older than half the interval (lost
+XADDs), topping up only what the stream is not already holding, and trims acknowledged
+entries. So a lost XADD is healed within one ``sweep_interval_s``: a row marked just after a
+pass is younger than half the interval at the next pass and older at the one after.
 """
 
 from __future__ import annotations
@@ -38,11 +40,16 @@ async def dispatch_due(worker: Worker, streams: RedisStreams) -> int:
     return 0
 
 
+def sweep_period_s(sweep_interval_s: float) -> float:
+    """How often the sweep runs, and how old a dispatch must be for it to count as lost."""
+    return sweep_interval_s / 2
+
+
 async def sweep(worker: Worker, streams: RedisStreams, window: ScanWindow | None = None) -> int:
     """Re-dispatch jobs whose dispatch is older than a sweep interval; with ``window``, only
     those dispatched since its last complete pass (plus that interval)."""
     healed, left_behind = 0, False
-    older_than_s = worker.settings.worker_redis_sweep_interval_s
+    older_than_s = sweep_period_s(worker.settings.worker_redis_sweep_interval_s)
     within_s = window.begin() if window is not None else None
     for queue in worker.queues:
         room = SWEEP_TARGET - await streams.backlog(queue)
@@ -66,7 +73,7 @@ async def sweep(worker: Worker, streams: RedisStreams, window: ScanWindow | None
 async def schedule_loop(worker: Worker) -> None:
     from gochatd.service import Mode
 
-    next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
+    next_sweep = trio.current_time() + sweep_period_s(worker.settings.worker_redis_sweep_interval_s)
     window = ScanWindow()
     while True:
         streams = worker.streams
@@ -78,7 +85,9 @@ async def schedule_loop(worker: Worker) -> None:
             if await dispatch_due(worker, streams) >= DISPATCH_BATCH:
                 continue
             if trio.current_time() >= next_sweep:
-                next_sweep = trio.current_time() + worker.settings.worker_redis_sweep_interval_s
+                next_sweep = trio.current_time() + sweep_period_s(
+                    worker.settings.worker_redis_sweep_interval_s
+                )
                 await sweep(worker, streams, window)
             due_in = await worker.store.next_due_in_s(worker.queues, undispatched_only=True)
             if due_in is not None:

@@ -72,9 +72,9 @@ SET status = u.status,
     completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
     failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
     error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                       THEN u.error_class ELSE j.error_class END,
+                       THEN u.error_class END,  -- a completion clears the error
     last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                      THEN u.last_error ELSE j.last_error END,
+                      THEN u.last_error END,
     lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
 FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
             %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])

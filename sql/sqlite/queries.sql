@@ -67,9 +67,9 @@ SET status = u.status,
                         ELSE background_jobs.completed_at END,
     failed_at = CASE WHEN u.status = 'dead' THEN {now} ELSE background_jobs.failed_at END,
     error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                       THEN u.error_class ELSE background_jobs.error_class END,
+                       THEN u.error_class END,  -- a completion clears the error
     last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                      THEN u.last_error ELSE background_jobs.last_error END,
+                      THEN u.last_error END,
     lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = {now},
     change_seq = {_next_change}
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS owner,

@@ -63,6 +63,30 @@ async def test_finish_retry(store: JobStore) -> None:
     assert await store.claim_due_jobs(["default"], 10, "w2", 30.0) == []
 
 
+async def test_completion_clears_the_error_of_an_earlier_attempt(store: JobStore) -> None:
+    """A job that failed (or lost its lease) and then completed shows no current error."""
+    job = await enqueue(store)
+    first = await claim_one(store, job, "w1", lease_s=0.05)
+    # The first attempt's lease runs out: the reaper records lease_expired.
+    await wait_until(lambda: _reaped(store), timeout_s=10, what="lease reaped")
+    row = await refetch(store, first.job)
+    assert (row.status, row.error_class) == (JobStatus.RETRYING, "lease_expired")
+    second = await claim_one(store, row, "w2")
+    await store.finish_jobs([finish(second, Outcome.RETRY, delay_s=0.0, error_class="E",
+                                    last_error="boom")])
+    assert (await refetch(store, second.job)).error_class == "E"
+    third = await claim_one(store, await refetch(store, second.job), "w3")
+    assert await store.finish_jobs([finish(third, Outcome.COMPLETED)]) == {job.id}
+    done = await refetch(store, third.job)
+    assert done.status is JobStatus.COMPLETED
+    assert (done.error_class, done.last_error) == (None, None)
+    assert done.attempts == 3
+
+
+async def _reaped(store: JobStore) -> bool:
+    return bool((await store.reap_expired_leases()).retried)
+
+
 async def test_finish_retry_without_delay_is_due_now(store: JobStore) -> None:
     job = await enqueue(store)
     claimed = await claim_one(store, job, "w1")

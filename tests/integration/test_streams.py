@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from gochatd.client import Client
+from gochatd.loops.schedule import sweep, sweep_period_s
 from gochatd.model import JobStatus
 from gochatd.registry import HandlerSpec
 from tests.integration.helpers import (
@@ -18,8 +19,10 @@ from tests.integration.helpers import (
     insert_job,
     make_registry,
     migrate,
+    now_sql,
     pending_count,
     redis_call,
+    sql,
     started_worker,
     stream_key,
     wait_all_status,
@@ -144,6 +147,31 @@ async def test_lost_dispatch_is_healed_by_the_sweep(
                        what="the sweep re-dispatched it")
 
     assert done.attempts == 1 and done.fence == 1
+
+
+async def test_sweep_heals_a_lost_dispatch_within_one_interval(
+    backend_url: str, redis_url: str
+) -> None:
+    """README: a lost XADD is re-dispatched within ``sweep_interval_s``. The sweep runs twice
+    per interval and takes dispatches older than half of it, so the worst case (a row marked
+    just after a pass) is one interval, not two."""
+    interval_s = 20.0
+    # The loop's own sweep is 10 s away; the passes below are called directly.
+    settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=interval_s,
+                             worker_queues={"default": 1, "idle": 1})
+    async with started_worker(settings, registry=make_registry()) as run:
+        assert run.worker.streams is not None
+        young = await insert_job(backend_url, queue="idle", dispatched=True)
+        old = await insert_job(backend_url, queue="idle", dispatched=True)
+        # 0.4 and 0.6 of the interval ago: only the older one counts as lost yet.
+        for job_id, age_s in ((young, 0.4 * interval_s), (old, 0.6 * interval_s)):
+            await sql(backend_url, "UPDATE background_jobs SET dispatched_at = "
+                      f"{now_sql(backend_url, -age_s)} WHERE id = %s", [job_id])
+        assert await sweep(run.worker, run.worker.streams) == 1
+        await wait_for_status(run.worker.store, old, JobStatus.COMPLETED, timeout_s=10)
+        left = await run.worker.store.get_job(young)
+        assert left is not None and left.status is JobStatus.QUEUED, "not lost yet: left alone"
+    assert sweep_period_s(interval_s) == interval_s / 2
 
 
 async def test_entry_stranded_in_a_dead_consumers_pel_is_reclaimed(
