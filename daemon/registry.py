@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -74,11 +76,25 @@ def job(
 
 
 def load_handler_modules(names: list[str]) -> None:
+    """Import the handler modules: installed packages first, then the current directory (as
+    ``python -m`` would, and uvicorn and celery do), so ``--handlers myapp.jobs`` run beside
+    ``myapp/`` finds it without installing it."""
+    if names:
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.append(cwd)
     for name in names:
         try:
             importlib.import_module(name)
         except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name
-            raise ConfigError(f"handlers: cannot import module {name!r}: {exc}") from None
+            raise ConfigError(
+                f"handlers: cannot import module {name!r} ({exc}); it must be importable from "
+                f"the installed packages or the current directory {os.getcwd()}"
+            ) from None
+        except Exception as exc:  # the module itself failed (a SyntaxError names its line)
+            raise ConfigError(
+                f"handlers: importing {name!r} failed: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 @job("sys:noop")

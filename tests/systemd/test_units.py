@@ -86,8 +86,9 @@ def verifiable_units(tmp_path: Path) -> Iterator[list[Path]]:
         text = (REPO_ROOT / "systemd" / name).read_text(encoding="utf-8")
         assert f"ExecStart={INSTALLED_BINARY}" in text
         copy = tmp_path / name
-        copy.write_text(text.replace(f"ExecStart={INSTALLED_BINARY}", f"ExecStart={binary}"),
-                        encoding="utf-8")
+        for directive in ("ExecStartPre", "ExecStart"):
+            text = text.replace(f"{directive}={INSTALLED_BINARY}", f"{directive}={binary}")
+        copy.write_text(text, encoding="utf-8")
         copies.append(copy)
     yield copies
 
@@ -190,6 +191,35 @@ def test_exec_start_arguments_are_accepted_by_gochatd(name: str, tmp_path: Path)
                      {"GOCHAT_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "admin.listen" in result.stdout
+
+
+@pytest.mark.parametrize("name", UNITS)
+def test_the_schema_is_applied_before_the_daemon_starts(name: str, tmp_path: Path) -> None:
+    """Without it, a PostgreSQL daemon exits 2 (no schema) and RestartPreventExitStatus=2
+    leaves the unit dead. ExecStartPre runs ``gochatd db upgrade``: it creates the schema,
+    and a second run (every restart) changes nothing."""
+    argv = read_unit(name).one("Service.ExecStartPre").split()
+    assert argv[0] == INSTALLED_BINARY and argv[1:] == ["db", "upgrade"]
+    env = {"GOCHAT_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.db'}"}
+    first = run_cli(argv[1:], env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("applied: 0001_background_jobs")
+    again = run_cli(argv[1:], env, cwd=tmp_path)
+    assert (again.returncode, again.stdout) == (0, "schema is up to date\n"), again.stderr
+    serve_args = read_unit(name).one("Service.ExecStart").split()[1:]
+    check = run_cli(["config", "check", *[a for a in serve_args if a != "serve"]], env, cwd=tmp_path)
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize("name", [*UNITS, "gochatd.env.example"])
+def test_no_placeholders_are_shipped(name: str) -> None:
+    """What a user copies as is must not point at made-up places; the env example's only
+    placeholder is the database credentials, which its header says to edit."""
+    text = (REPO_ROOT / "systemd" / name).read_text(encoding="utf-8")
+    active = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    for line in active:
+        for placeholder in ("example.invalid", "/src/", "myapp"):
+            assert placeholder not in line, f"{name}: {line}"
 
 
 def test_the_example_environment_file_holds_known_valid_keys() -> None:
