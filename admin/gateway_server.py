@@ -12,8 +12,7 @@ from quart_trio import QuartTrio
 
 from gochatd.admin import gateway
 from gochatd.admin.app import register_errors
-from gochatd.admin.server import ShieldedSend, _serve
-from gochatd.errors import GochatdError
+from gochatd.admin.server import ShieldedSend, start_listener
 
 if TYPE_CHECKING:
     from gochatd.service import Worker
@@ -43,12 +42,7 @@ async def serve_gateway(
     config.keep_alive_timeout = 5.0
     app = ShieldedSend(create_gateway_app(worker))
     async with trio.open_nursery() as nursery:
-        try:
-            binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
-        except OSError as exc:
-            raise GochatdError(
-                f"gateway.listen: cannot listen on {listen}: {exc.strerror}"
-            ) from None
+        binds = await start_listener(nursery, app, config, shutdown_trigger, "gateway.listen")
         address = binds[0] if binds else listen
         worker.log.info("gateway_listening", address=address)
         task_status.started(address)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
@@ -14,7 +15,7 @@ from hypercorn.trio import serve
 from hypercorn.trio.tcp_server import TCPServer
 
 from gochatd.admin.app import create_app
-from gochatd.errors import ConfigError, GochatdError
+from gochatd.errors import ConfigError
 from gochatd.logs import get_logger
 
 if TYPE_CHECKING:
@@ -76,13 +77,43 @@ async def serve_admin(
         task_status.started(address)
 
     async with trio.open_nursery() as nursery:
-        try:
-            binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
-        except OSError as exc:
-            raise GochatdError(
-                f"admin.listen: cannot listen on {settings.admin_listen}: {exc.strerror}"
-            ) from None
+        binds = await start_listener(nursery, app, config, shutdown_trigger, "admin.listen")
         await started(binds)
+
+
+async def start_listener(
+    nursery: trio.Nursery,
+    app: object,
+    config: Config,
+    shutdown_trigger: Callable[[], Awaitable[None]],
+    setting: str,
+) -> list[str]:
+    """Start hypercorn on ``config.bind``; an address it cannot take is the operator's to
+    change, said in one line (a second daemon on the host takes the same default port)."""
+    address = config.bind[0]
+    env_name = "GOCHAT_" + setting.upper().replace(".", "_")
+    try:
+        binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
+    except BaseException as exc:  # hypercorn's nurseries wrap the bind error in groups
+        error = _only_os_error(exc)
+        if error is None:
+            raise
+        if error.errno == errno.EADDRINUSE:
+            raise ConfigError(
+                f"{setting}: {address} is already in use (another gochatd on this host?); "
+                f"set {setting} ({env_name}) to a free port, 127.0.0.1:0 for any, or off"
+            ) from None
+        raise ConfigError(
+            f"{setting}: cannot listen on {address}: {error.strerror or error}"
+        ) from None
+    return binds
+
+
+def _only_os_error(exc: BaseException) -> OSError | None:
+    """The OSError when ``exc`` is one, alone or as the only leaf of nested groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc if isinstance(exc, OSError) else None
 
 
 class ShieldedSend:

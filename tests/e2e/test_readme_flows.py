@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.support.daemon_process import REPO_ROOT, DaemonFactory, poll_until, run_cli
+from tests.support.redis_server import free_port
 
 README = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -93,3 +94,23 @@ def test_a_handler_module_saved_in_the_checkout_is_not_linted(tmp_path: Path) ->
     assert result.returncode == 1, result.stdout + result.stderr
     flagged = {line.split(":")[0] for line in result.stdout.splitlines() if ":" in line}
     assert flagged == {"daemon/jobs.py"}, result.stdout
+
+
+def test_a_second_daemon_on_the_same_admin_port_says_so_in_one_line(
+    tmp_path: Path, daemons: DaemonFactory
+) -> None:
+    """Two daemons started with the same command on one host: the second takes the admin
+    address the first holds; it exits 2 with one line naming the address and the setting."""
+    port = free_port()
+    env = {"GOCHAT_ADMIN_LISTEN": f"127.0.0.1:{port}", "GOCHAT_LOG_FORMAT": "json"}
+    first = daemons.start("first", ["--database-url", f"sqlite:///{tmp_path / 'a.db'}"], env,
+                          cwd=tmp_path)
+    second = run_cli(["--database-url", f"sqlite:///{tmp_path / 'b.db'}"], env, cwd=tmp_path)
+    assert second.returncode == 2, second.stderr
+    error_lines = [line for line in second.stderr.splitlines() if line.startswith("gochatd:")]
+    assert error_lines == [
+        f"gochatd: admin.listen: 127.0.0.1:{port} is already in use (another gochatd on this "
+        "host?); set admin.listen (GOCHAT_ADMIN_LISTEN) to a free port, 127.0.0.1:0 for any, or off"
+    ], second.stderr
+    assert "Traceback" not in second.stdout + second.stderr
+    assert first.alive()
