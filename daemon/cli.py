@@ -382,24 +382,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             return await _prune(client, settings, dry_run=args.dry_run)
         job = await (client.retry(args.id) if args.jobs_command == "retry" else client.cancel(args.id))
         _print_json(_public(job))
-        await _warn_if_unpublished(client, job)
         return 0
 
     return _run_async(lambda: _with_client(settings, run))
-
-
-async def _warn_if_unpublished(client: Client, job: Job) -> None:
-    """A type no daemon has published (docs/job-types.md): not an error, but say where the
-    job went, since no daemon may serve that queue or know the type (a typo?)."""
-    assert client.store is not None
-    if REGISTRY.get(job.job_type) is not None:
-        return
-    if any(t.job_type == job.job_type for t in await client.store.list_job_types()):
-        return
-    sys.stderr.write(
-        f"gochatd: warning: no daemon has published job type {job.job_type!r} yet, so the "
-        f"job went to queue {job.queue!r} with max_attempts {job.max_attempts}; start a "
-        "daemon that has its handler once, or pass --queue and --max-attempts\n")
 
 
 async def _prune(client: Client, settings: Settings, *, dry_run: bool) -> int:
