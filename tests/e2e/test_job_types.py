@@ -121,3 +121,33 @@ def test_producers_get_the_published_defaults(
 
     assert daemon.stop() == 0
     daemon.assert_clean_output()
+
+
+def test_daemons_that_disagree_the_last_one_to_start_wins(
+    tmp_path: Path, daemons: DaemonFactory
+) -> None:
+    env = {"GOCHAT_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.db'}"}
+    logged = {**env, "GOCHAT_LOG_FORMAT": "json"}
+    first = daemons.start("first", ["--handlers", "tests.support.typed_handlers", "--queues",
+                                    "low"], env=logged, cwd=tmp_path)
+    assert first.events("job_type_defaults_changed") == []
+    job, _ = _enqueue(env, tmp_path, TYPED)
+    assert (job["queue"], job["max_attempts"]) == ("low", 2)
+
+    second = daemons.start("second", ["--handlers", "tests.support.typed_handlers_disagreeing",
+                                      "--queues", "other"], env=logged, cwd=tmp_path)
+    changed = second.events("job_type_defaults_changed")
+    assert len(changed) == 1, changed  # one line, for the one type they disagree on
+    [line] = changed
+    assert line["job_type"] == TYPED
+    assert line["previous"] == "queue=low max_attempts=2 timeout_s=30"
+    assert line["published"] == "queue=other max_attempts=3 timeout_s=none"
+    assert line["previous_by"] == first.events("worker_starting")[0]["worker_id"]
+    assert line["level"] == "warning"
+
+    job, _ = _enqueue(env, tmp_path, TYPED)
+    assert (job["queue"], job["max_attempts"]) == ("other", 3)
+    second.wait_for_event("job_completed", lambda e: e.get("job_id") == job["id"])
+    for daemon in (first, second):
+        assert daemon.stop() == 0
+        daemon.assert_clean_output()
