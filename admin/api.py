@@ -177,6 +177,13 @@ def register(app: QuartTrio, worker: Worker) -> None:
                         "reloaded_at": worker.last_reload_at.isoformat()
                         if worker.last_reload_at else None})
 
+    # -- job types (fleet-wide) ------------------------------------------------------------
+
+    @app.get("/v1/job-types")
+    async def job_types() -> Response:
+        """The defaults the daemons published for their handlers (docs/job-types.md)."""
+        return jsonify({"job_types": [t.to_dict() for t in await worker.store.list_job_types()]})
+
     # -- queues (fleet-wide) ---------------------------------------------------------------
 
     @app.get("/v1/queues")

@@ -124,6 +124,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                                 _json(_ref("Status"), "resumed")),
             "/v1/reload": _post("Reload the configuration", _json(_ref("Reload"), "reloaded")),
             "/v1/queues": _get("Queues with depth and pause state", _json(_ref("QueueList"), "queues")),
+            "/v1/job-types": _get("The defaults daemons published for their job types",
+                                  _json(_ref("JobTypeList"), "job types, by name")),
             "/v1/queues/{queue}/pause": _post("Pause a queue fleet-wide",
                                               _json(_ref("QueuePause"), "paused"), [_QUEUE]),
             "/v1/queues/{queue}/resume": _post("Resume a queue fleet-wide",
@@ -195,6 +197,15 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "retrying": {"type": "integer"}, "dead": {"type": "integer"},
                     "oldest_due_age_s": {"type": ["number", "null"]},
                     "paused": {"type": "boolean"}, "weight": {"type": "integer"}}},
+                "JobType": {"type": "object", "required": [
+                    "job_type", "queue", "max_attempts", "timeout_s", "updated_at",
+                    "published_by"], "properties": {
+                    "job_type": {"type": "string"}, "queue": {"type": "string"},
+                    "max_attempts": {"type": "integer"}, "timeout_s": {"type": ["number", "null"]},
+                    "updated_at": {"type": "string", "format": "date-time"},
+                    "published_by": {"type": "string"}}},
+                "JobTypeList": {"type": "object", "required": ["job_types"], "properties": {
+                    "job_types": {"type": "array", "items": _ref("JobType")}}},
                 "QueueList": {"type": "object", "required": ["queues"], "properties": {
                     "queues": {"type": "array", "items": _ref("Queue")}}},
                 "QueuePause": {"type": "object", "required": ["queue", "paused", "changed"],

@@ -25,7 +25,7 @@ from gochatd.gateway.settings import check_gateway_keys
 from gochatd.logs import configure_logging
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
 from gochatd.model import Job, JobFilter, JobStatus
-from gochatd.registry import load_handler_modules
+from gochatd.registry import REGISTRY, load_handler_modules
 from gochatd.store import open_store
 
 
@@ -321,9 +321,24 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             max_attempts=args.max_attempts, priority=args.priority, traceparent=args.traceparent,
         )
         _print_json(_public(job))
+        await _warn_if_unpublished(client, job)
         return 0
 
     return _run_async(lambda: _with_client(settings, run))
+
+
+async def _warn_if_unpublished(client: Client, job: Job) -> None:
+    """A type no daemon has published (docs/job-types.md): not an error, but say where the
+    job went, since no daemon may serve that queue or know the type (a typo?)."""
+    assert client.store is not None
+    if REGISTRY.get(job.job_type) is not None:
+        return
+    if any(t.job_type == job.job_type for t in await client.store.list_job_types()):
+        return
+    sys.stderr.write(
+        f"gochatd: warning: no daemon has published job type {job.job_type!r} yet, so the "
+        f"job went to queue {job.queue!r} with max_attempts {job.max_attempts}; start a "
+        "daemon that has its handler once, or pass --queue and --max-attempts\n")
 
 
 def _public(job: Job) -> dict[str, Any]:

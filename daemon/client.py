@@ -65,9 +65,11 @@ def validate_enqueue(
     """Refuse bad input before anything is written. Every message names the field."""
     if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
         raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
+    # Left out: a handler imported in this process decides, else the store fills in what a
+    # daemon published for the type, else "default" and 25 (docs/job-types.md).
     spec = REGISTRY.get(job_type)
-    queue = queue or (spec.queue if spec else "default")
-    if not isinstance(queue, str) or not QUEUE_RE.match(queue):
+    queue = queue or (spec.queue if spec else None)
+    if queue is not None and (not isinstance(queue, str) or not QUEUE_RE.match(queue)):
         raise InvalidJob("queue: expected 1-64 letters, digits, '_' or '-'")
     if payload is None:
         payload = {}
@@ -102,8 +104,10 @@ def validate_enqueue(
                              "in UTC") from None
     if delay_s is not None and (not math.isfinite(delay_s) or not 0 <= delay_s <= 10 * 365 * 86400):
         raise InvalidJob("delay_s: expected 0 to 10 years in seconds")
-    attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else 25)
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000:
+    attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else None)
+    if attempts is not None and (
+        isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000
+    ):
         raise InvalidJob("max_attempts: expected an integer in 1..1000")
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
         raise InvalidJob("priority: expected an integer in -1000..1000")
@@ -246,7 +250,11 @@ class Client:
     ) -> Job:
         """Enqueue one job and return its row. Raises ``InvalidJob`` for bad input (nothing
         is written) and ``IdempotencyConflict`` when (tenant_id, idempotency_key) already
-        names a different job; the same job again returns the existing row."""
+        names a different job; the same job again returns the existing row.
+
+        ``queue`` and ``max_attempts`` left out: the handler's, when this process imported
+        it; else the values a daemon published for the type when it started; else
+        ``"default"`` and 25 (docs/job-types.md)."""
         request = validate_enqueue(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,

@@ -177,12 +177,15 @@ class Finish:
 class EnqueueRequest:
     job_type: str
     payload: dict[str, Any]
-    queue: str = "default"
+    #: None: the queue a daemon published for the type (docs/job-types.md), else "default";
+    #: the store resolves it in the INSERT.
+    queue: str | None = None
     tenant_id: str = "default"
     idempotency_key: str | None = None
     delay_s: float | None = None
     scheduled_at: datetime | None = None
-    max_attempts: int = 25
+    #: None: the type's published max_attempts, else 25 (as ``queue``).
+    max_attempts: int | None = None
     priority: int = 0
     traceparent: str | None = None
     # Set by the client when it will XADD the row itself right after commit.

@@ -17,12 +17,12 @@ from gochatd.errors import InvalidJob
 class NewJob:
     job_type: str
     payload: dict[str, Any] | None = None
-    queue: str | None = None  # None: the handler's queue, else "default"
+    queue: str | None = None  # None: as Client.enqueue (the handler's, or published)
     tenant_id: str = "default"
     idempotency_key: str | None = None
     scheduled_at: datetime | None = None
     delay_s: float | None = None
-    max_attempts: int | None = None  # None: the handler's max_attempts, else 25
+    max_attempts: int | None = None  # None: as Client.enqueue
     priority: int = 0
     traceparent: str | None = None
 

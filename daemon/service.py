@@ -41,6 +41,7 @@ from gochatd.errors import ConfigError, DispatchUnavailable, StoreUnavailable
 from gochatd.gateway.gateway import Gateway, gateway_loop
 from gochatd.gateway.settings import max_running_limits
 from gochatd.http_handlers import HttpHandlers
+from gochatd.job_types import publish_handlers
 from gochatd.logs import configure_logging, get_logger
 from gochatd.loops import (
     heartbeat,
@@ -360,6 +361,10 @@ class Worker:
                 redis=mask_url(self.settings.redis_url) or None,
                 concurrency=self.settings.worker_concurrency, queues=self.queues,
             )
+            # Before any claim: producers that leave queue/max_attempts out get this
+            # daemon's handlers' options from now on (docs/job-types.md). Handlers are not
+            # reloadable (a restart publishes again).
+            await publish_handlers(self.store, self.registry, self.worker_id, self.log)
             async with trio.open_nursery() as root:
                 self._root = root
                 if handle_signals:

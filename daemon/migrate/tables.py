@@ -4,6 +4,10 @@ Tenant tables move per tenant, ordered by (tenant_id, table, key). The fleet-wid
 (queue pauses, periodic slots) have no tenant: they move only with ``--all``, because
 moving them for one tenant would change every tenant's queues on the destination.
 The column lists match sql/<dialect>/0001-0005 exactly.
+
+``gochatd_job_types`` (0009) is not moved at all: every daemon publishes its handlers'
+defaults into each database it serves from, the destinations included, before it follows a
+route there (store/router.py, docs/job-types.md).
 """
 
 from __future__ import annotations

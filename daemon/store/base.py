@@ -22,11 +22,12 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.store.job_types import JobTypeStore
 from gochatd.store.outbox import OutboxStore
 from gochatd.store.periodic_slots import PeriodicSlotStore
 
 
-class JobStore(OutboxStore, PeriodicSlotStore, Protocol):
+class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
     #: "postgres" or "sqlite"
     dialect: str
     #: True when other processes' inserts can wake this one (LISTEN/NOTIFY).

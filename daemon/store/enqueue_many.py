@@ -110,12 +110,13 @@ def _inserted_job(
     request: EnqueueRequest, row: Sequence[Any], to_time: Callable[[Any], Any] = _same
 ) -> Job:
     """A new row from its item plus what the database decided (``enqueue_jobs`` returns id,
-    payload, scheduled_at, created_at, updated_at, dispatched_at): decoding all 24 columns
-    of every row would cost more than the INSERT."""
+    payload, scheduled_at, created_at, updated_at, dispatched_at, queue, max_attempts: the
+    last two are the type's published defaults when the item left them out): decoding all
+    24 columns of every row would cost more than the INSERT."""
     return Job(
         id=int(row[0]), tenant_id=request.tenant_id, job_type=request.job_type,
-        queue=request.queue, payload=decode_payload(row[1]), status=JobStatus.QUEUED,
-        priority=request.priority, attempts=0, max_attempts=request.max_attempts,
+        queue=str(row[6]), payload=decode_payload(row[1]), status=JobStatus.QUEUED,
+        priority=request.priority, attempts=0, max_attempts=int(row[7]),
         scheduled_at=to_time(row[2]), created_at=to_time(row[3]), updated_at=to_time(row[4]),
         idempotency_key=request.idempotency_key, dispatched_at=to_time(row[5]),
         traceparent=request.traceparent,

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 
 from gochatd.errors import JobNotFound, StoreUnavailable, TenantMoved
+from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
 from gochatd.logs import get_logger
 from gochatd.model import (
     AfterCommit,
@@ -89,6 +90,9 @@ class RoutedStore:
         self._routing = False  # the home schema has a route table
         self._limits: dict[str, int] = {}
         self._refresh_lock = anyio.Lock()
+        #: What this process published (a daemon: its handlers), again into each
+        #: destination it opens later.
+        self._published: tuple[list[JobTypeDefaults], str] | None = None
         self._log = get_logger(component="router")
 
     def __repr__(self) -> str:
@@ -124,6 +128,10 @@ class RoutedStore:
                 store = self._open_destination(url)
                 try:
                     await store.open()
+                    if self._published is not None:
+                        # Before the route is followed (and acknowledged): the tenants'
+                        # producers find this daemon's types in their new database.
+                        await store.publish_job_types(*self._published)
                 except BaseException:
                     await store.close()
                     raise
@@ -479,6 +487,24 @@ class RoutedStore:
         tenant = request.tenant_id if request is not None else None
         return await self._for_tenant(
             tenant, lambda s: s.claim_periodic_slot(name, slot, request))
+
+    # -- job types: published into every database, read from home ------------------------
+
+    async def publish_job_types(
+        self, types: Sequence[JobTypeDefaults], by: str
+    ) -> list[JobTypeChange]:
+        # Every database a tenant may be served from: a producer reads the defaults in the
+        # database its tenant's INSERT goes to. Not copied by `gochatd migrate`: each daemon
+        # writes them here and into every destination it opens later (refresh_routes).
+        self._published = (list(types), by)
+        changes: dict[str, JobTypeChange] = {}
+        for store in self._all_stores():
+            for change in await store.publish_job_types(types, by):
+                changes.setdefault(change.after.job_type, change)
+        return list(changes.values())
+
+    async def list_job_types(self) -> list[PublishedJobType]:
+        return await self.home.list_job_types()
 
     # -- outbox ----------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.outbox import SqlOutboxOps
 from gochatd.store.periodic_slots import SqlPeriodicOps
 from gochatd.store.routes import SqlRouteOps
@@ -32,7 +33,7 @@ from gochatd.store.rows import ref_from_row
 from gochatd.store.scope import ALL, TenantScope
 
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps):
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:

@@ -2,11 +2,19 @@
 -- {job_columns} is replaced by the column list the store decodes.
 
 -- name: enqueue_job
+-- queue and max_attempts left out (NULL): the values a daemon published for the type
+-- (gochatd_job_types, docs/job-types.md), else 'default' and 25. COALESCE evaluates the
+-- lookups only for a column that was not given.
 INSERT INTO background_jobs
     (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
      idempotency_key, traceparent, dispatched_at)
-SELECT %(tenant_id)s, %(job_type)s, %(queue)s, %(payload)s::jsonb, %(priority)s,
-       %(max_attempts)s, due.at, %(idempotency_key)s, %(traceparent)s,
+SELECT %(tenant_id)s, %(job_type)s,
+       COALESCE(%(queue)s::text, (SELECT t.queue FROM gochatd_job_types AS t
+                                  WHERE t.job_type = %(job_type)s), 'default'),
+       %(payload)s::jsonb, %(priority)s,
+       COALESCE(%(max_attempts)s::integer, (SELECT t.max_attempts FROM gochatd_job_types AS t
+                                            WHERE t.job_type = %(job_type)s), 25),
+       due.at, %(idempotency_key)s, %(traceparent)s,
        CASE WHEN %(dispatch_now)s AND due.at <= now() THEN now() END
 FROM (SELECT COALESCE(%(scheduled_at)s::timestamptz,
                       now() + make_interval(secs => %(delay_s)s)) AS at) AS due
@@ -264,7 +272,8 @@ RETURNING j.id;
 -- (tenant_id, idempotency_key) exists are skipped here and resolved by find_idempotent_jobs.
 -- Items arrive as one JSON array of [tenant_id, job_type, queue, payload, priority,
 -- max_attempts, scheduled_at, delay_s, idempotency_key, traceparent]: one C-encoded
--- parameter instead of ten arrays escaped element by element.
+-- parameter instead of ten arrays escaped element by element. A null queue or max_attempts
+-- takes the type's published value, as in enqueue_job.
 WITH items AS MATERIALIZED (
     SELECT nextval('background_jobs_id_seq'::regclass) AS id, e.ord,
            e.item->>0 AS tenant_id, e.item->>1 AS job_type, e.item->>2 AS queue,
@@ -279,13 +288,16 @@ WITH items AS MATERIALIZED (
     INSERT INTO background_jobs
         (id, tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
          idempotency_key, traceparent, dispatched_at)
-    SELECT id, tenant_id, job_type, queue, payload, priority, max_attempts, due_at,
-           idempotency_key, traceparent,
-           CASE WHEN %(dispatch_now)s AND due_at <= now() THEN now() END
-    FROM items
-    ORDER BY ord
+    SELECT items.id, items.tenant_id, items.job_type,
+           COALESCE(items.queue, published.queue, 'default'), items.payload, items.priority,
+           COALESCE(items.max_attempts, published.max_attempts, 25), items.due_at,
+           items.idempotency_key, items.traceparent,
+           CASE WHEN %(dispatch_now)s AND items.due_at <= now() THEN now() END
+    FROM items LEFT JOIN gochatd_job_types AS published ON published.job_type = items.job_type
+    ORDER BY items.ord
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at
+    RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at, queue,
+              max_attempts
 )
 -- Only what the database decided; the rest of a new row is the item itself.
 SELECT items.ord, inserted.*
@@ -445,8 +457,8 @@ GROUP BY status;
 
 -- name: bench_insert_backlog
 -- A backlog of due no-op jobs in one statement.
-INSERT INTO background_jobs (job_type, queue, payload)
-SELECT 'sys:noop', 'default', '{}'::jsonb FROM generate_series(1, %(count)s);
+INSERT INTO background_jobs (job_type, queue, max_attempts, payload)
+SELECT 'sys:noop', 'default', 25, '{}'::jsonb FROM generate_series(1, %(count)s);
 
 -- name: bench_job_times
 -- Per finished job, on the database clock: enqueue->claim and due->claim, in ms.
@@ -605,3 +617,20 @@ WHERE change_seq IN (
     ORDER BY change_seq
     LIMIT %(limit)s)
 RETURNING change_seq;
+
+-- name: publish_job_types
+-- A daemon's handlers' defaults, one row per type (docs/job-types.md): the last writer wins.
+-- Items arrive as one JSON array of {job_type, queue, max_attempts, timeout_s}.
+INSERT INTO gochatd_job_types (job_type, queue, max_attempts, timeout_s, published_by)
+SELECT t.job_type, t.queue, t.max_attempts, t.timeout_s, %(by)s
+FROM jsonb_to_recordset(%(types)s::jsonb)
+     AS t(job_type text, queue text, max_attempts integer, timeout_s float8)
+ON CONFLICT (job_type) DO UPDATE
+SET queue = excluded.queue, max_attempts = excluded.max_attempts,
+    timeout_s = excluded.timeout_s, published_by = excluded.published_by, updated_at = now()
+RETURNING job_type;
+
+-- name: list_job_types
+SELECT job_type, queue, max_attempts, timeout_s, updated_at, published_by
+FROM gochatd_job_types
+ORDER BY job_type;

@@ -2,16 +2,29 @@
 -- {now} is SQLite's clock in epoch seconds; lists arrive as JSON arrays.
 
 -- name: enqueue_job
+-- queue and max_attempts left out (NULL): the values a daemon published for the type, else
+-- 'default' and 25 (the fragments below).
 INSERT INTO background_jobs
     (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
      idempotency_key, traceparent, dispatched_at, change_seq)
-SELECT :tenant_id, :job_type, :queue, :payload, :priority, :max_attempts, due.at,
-       :idempotency_key, :traceparent,
+SELECT :tenant_id, :job_type, {_published_queue}, :payload, :priority,
+       {_published_max_attempts}, due.at, :idempotency_key, :traceparent,
        CASE WHEN :dispatch_now AND due.at <= {now} THEN {now} END, {_next_change}
 FROM (SELECT CAST(COALESCE(:scheduled_at, {now} + :delay_s) AS REAL) AS at) AS due
 WHERE true
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
 RETURNING {job_columns};
+
+-- name: _published_queue
+-- A fragment: the queue given, else the one a daemon published for the type (docs/job-types.md),
+-- else 'default'. COALESCE evaluates the lookup only when no queue was given.
+COALESCE(:queue, (SELECT t.queue FROM gochatd_job_types AS t WHERE t.job_type = :job_type),
+         'default')
+
+-- name: _published_max_attempts
+-- A fragment: as _published_queue, for max_attempts (else 25).
+COALESCE(:max_attempts,
+         (SELECT t.max_attempts FROM gochatd_job_types AS t WHERE t.job_type = :job_type), 25)
 
 -- name: find_idempotent_job
 SELECT {job_columns}, (job_type = :job_type AND payload = :payload) AS same_job
@@ -564,13 +577,14 @@ RETURNING name;
 INSERT INTO background_jobs
     (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
      idempotency_key, traceparent, dispatched_at, change_seq)
-SELECT :tenant_id, :job_type, :queue, :payload, :priority, :max_attempts, due.at,
-       :idempotency_key, :traceparent,
+SELECT :tenant_id, :job_type, {_published_queue}, :payload, :priority,
+       {_published_max_attempts}, due.at, :idempotency_key, :traceparent,
        CASE WHEN :dispatch_now AND due.at <= {now} THEN {now} END, {_next_change}
 FROM (SELECT CAST(COALESCE(:scheduled_at, {now} + :delay_s) AS REAL) AS at) AS due
 WHERE true
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at;
+RETURNING id, payload, scheduled_at, created_at, updated_at, dispatched_at, queue,
+          max_attempts;
 
 -- name: route_version
 -- Tenant routes (gochatd migrate; store/router.py): polled by every daemon.
@@ -597,3 +611,22 @@ WHERE change_seq IN (
     ORDER BY change_seq
     LIMIT :limit)
 RETURNING change_seq;
+
+-- name: publish_job_types
+-- As sql/postgres/queries.sql: items arrive as one JSON array of
+-- {job_type, queue, max_attempts, timeout_s}; the last writer wins.
+INSERT INTO gochatd_job_types (job_type, queue, max_attempts, timeout_s, published_by, updated_at)
+SELECT json_extract(value, '$.job_type'), json_extract(value, '$.queue'),
+       json_extract(value, '$.max_attempts'), json_extract(value, '$.timeout_s'), :by, {now}
+FROM json_each(:types)
+WHERE true
+ON CONFLICT (job_type) DO UPDATE
+SET queue = excluded.queue, max_attempts = excluded.max_attempts,
+    timeout_s = excluded.timeout_s, published_by = excluded.published_by,
+    updated_at = excluded.updated_at
+RETURNING job_type;
+
+-- name: list_job_types
+SELECT job_type, queue, max_attempts, timeout_s, updated_at, published_by
+FROM gochatd_job_types
+ORDER BY job_type;

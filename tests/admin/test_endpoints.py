@@ -87,8 +87,8 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
             served |= {(path, m.lower()) for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
-        # 18 admin operations, 3 of the outbox, 2 of the gateway and GET /v1/tenants.
-        assert len(documented) == 24
+        # 19 admin operations, 3 of the outbox, 2 of the gateway and GET /v1/tenants.
+        assert len(documented) == 25
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
@@ -367,3 +367,23 @@ async def test_reload_reports_applied_and_restart_only_keys(
         job = await admin.worker.client.enqueue("sys:noop", {})
         await admin.wait_job(job.id, "completed")
 
+
+
+async def test_job_types_lists_what_the_daemon_published(stack: Stack) -> None:
+    async def nothing(ctx: JobContext) -> None:
+        return None
+
+    registry = make_registry(HandlerSpec("admin:typed", nothing, "low", 4.5, 2))
+    async with admin_worker(stack, registry=registry) as admin:
+        listed = (await admin.get("/v1/job-types"))["job_types"]
+        assert [t["job_type"] for t in listed] == registry.job_types()  # all, by name
+        typed = next(t for t in listed if t["job_type"] == "admin:typed")
+        published_at = datetime.fromisoformat(typed.pop("updated_at"))
+        assert abs((published_at - datetime.now(UTC)).total_seconds()) < 60
+        assert typed == {"job_type": "admin:typed", "queue": "low", "max_attempts": 2,
+                         "timeout_s": 4.5, "published_by": admin.worker.worker_id}
+        noop = next(t for t in listed if t["job_type"] == "sys:noop")
+        assert (noop["queue"], noop["max_attempts"], noop["timeout_s"]) == ("default", 25, None)
+        # A job of the type enqueued without options, through the daemon's own client.
+        job = await admin.worker.client.enqueue("admin:typed", {}, queue=None)
+        assert (job.queue, job.max_attempts) == ("low", 2)

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 import trio
 
+from gochatd.job_types import JobTypeDefaults
 from gochatd.migrate.backends import Database
 from gochatd.migrate.copy import copy_scope
 from gochatd.migrate.phases import Context, Move, cutover, start
@@ -161,6 +162,44 @@ async def test_a_frozen_tenants_writes_are_held_until_the_route_changes(
     finally:
         await store.close()
 
+
+
+async def test_a_daemons_job_types_reach_every_database_it_serves_from(
+    pair: tuple[str, str]
+) -> None:
+    """gochatd_job_types is not copied by the migrator: the daemon's routed store publishes
+    into home and into each destination it opens, before it follows the route, so a moved
+    tenant's producers find the defaults in their new database (docs/job-types.md)."""
+    home, destination = pair
+    store = await _opened(home)
+    try:
+        typed = JobTypeDefaults("t:typed", queue="low", max_attempts=2)
+        assert await store.publish_job_types([typed], "w1") == []
+        assert [t.defaults for t in await store.list_job_types()] == [typed]
+        assert _published(destination) == []
+        await trio.to_thread.run_sync(_move_tenant, home, destination, "acme")
+        await store.refresh_routes()
+        assert _published(destination) == [("t:typed", "low", 2, "w1")]
+        job = (await store.enqueue(EnqueueRequest("t:typed", {}, tenant_id="acme"))).job
+        assert job.id in _tenant_ids(destination, "acme")
+        assert (job.queue, job.max_attempts) == ("low", 2)
+        # A later publication goes to both.
+        later = JobTypeDefaults("t:typed", queue="later", max_attempts=3)
+        [change] = await store.publish_job_types([later], "w2")
+        assert change.before.defaults == typed
+        assert _published(destination) == [("t:typed", "later", 3, "w2")]
+        assert _published(home) == [("t:typed", "later", 3, "w2")]
+    finally:
+        await store.close()
+
+
+def _published(url: str) -> list[tuple[str, str, int, str]]:
+    db = open_db(url)
+    try:
+        return [(str(r[0]), str(r[1]), int(r[2]), str(r[3])) for r in db.fetch(
+            "SELECT job_type, queue, max_attempts, published_by FROM gochatd_job_types")]
+    finally:
+        db.close()
 
 def test_route_urls_carry_no_password(tmp_path: Path) -> None:
     db = open_db("postgresql://u:s3cret@db.example:5433/jobs?sslmode=require", "destination")

@@ -1,0 +1,70 @@
+"""``gochatd_job_types``: the defaults daemons publish for their handlers (gochatd/job_types.py,
+docs/job-types.md). Producers read it inside their INSERT (queries ``enqueue_job`` and
+``enqueue_jobs``), so these operations are only the daemon's publication and the listing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
+from gochatd.store.rows import epoch_to_datetime
+
+
+class JobTypeStore(Protocol):
+    async def publish_job_types(
+        self, types: Sequence[JobTypeDefaults], by: str
+    ) -> list[JobTypeChange]:
+        """Upsert one row per type (the last writer wins), stamped with ``by`` and the
+        database clock; return the types whose previous row held different values."""
+        ...
+
+    async def list_job_types(self) -> list[PublishedJobType]:
+        """Every published type, by name."""
+        ...
+
+
+class SqlJobTypeOps:
+    """Mixed into ``SqlJobStore``: both backends run the same named queries."""
+
+    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
+        raise NotImplementedError
+
+    async def publish_job_types(
+        self, types: Sequence[JobTypeDefaults], by: str
+    ) -> list[JobTypeChange]:
+        if not types:
+            return []
+        # Read, then write: a publication racing this one can only make the warning miss it
+        # (the rows themselves are a plain last-writer-wins upsert).
+        before = {t.job_type: t for t in await self.list_job_types()}
+        items = [{"job_type": t.job_type, "queue": t.queue, "max_attempts": t.max_attempts,
+                  "timeout_s": t.timeout_s} for t in types]
+        await self._write("publish_job_types", {"types": json.dumps(items), "by": by})
+        return [JobTypeChange(before[t.job_type], t) for t in types
+                if t.job_type in before and before[t.job_type].defaults != t]
+
+    async def list_job_types(self) -> list[PublishedJobType]:
+        rows = await self._read("list_job_types", {})
+        return [
+            PublishedJobType(
+                job_type=str(r[0]), queue=str(r[1]), max_attempts=int(r[2]),
+                timeout_s=None if r[3] is None else float(r[3]), updated_at=_as_time(r[4]),
+                published_by=str(r[5]),
+            )
+            for r in rows
+        ]
+
+
+def _as_time(value: Any) -> datetime:
+    """PostgreSQL hands back timestamptz; SQLite stores epoch seconds."""
+    if isinstance(value, datetime):
+        return value
+    moment = epoch_to_datetime(float(value))
+    assert moment is not None
+    return moment

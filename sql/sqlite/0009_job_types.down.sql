@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS gochatd_job_types;
