@@ -27,6 +27,7 @@ from gochatd.gateway.settings import (
     parse_tenants,
 )
 from gochatd.http_handlers import parse_http_handlers
+from gochatd.model import DEFAULT_PRIORITY_AGING_S
 from gochatd.outbox.channels import parse_channels
 from gochatd.outbox.providers import ChannelConfig
 from gochatd.periodic_jobs import parse_periodic_config
@@ -227,7 +228,10 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
     FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,
               help="queue=weight list; weight 0 pauses reading that queue"),
-    FieldSpec("worker.strict_priority", _parse_bool, False, reloadable=True),
+    FieldSpec("worker.strict_priority", _parse_bool, False, reloadable=True,
+              help="read queues strictly by weight (queues, not a job's priority)"),
+    FieldSpec("worker.priority_aging_s", _float, DEFAULT_PRIORITY_AGING_S, 0.001, 86400,
+              reloadable=True, help="waiting this long is worth one priority step"),
     FieldSpec("worker.lease_s", _float, 30.0, 1, 86400),
     FieldSpec("worker.shutdown_grace_s", _float, 30.0, 0, 86400, reloadable=True),
     FieldSpec("worker.max_payload_bytes", _int, 1 << 20, 2, 64 << 20),
@@ -293,6 +297,7 @@ class Settings:
     worker_concurrency: int = 10
     worker_queues: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_QUEUE_WEIGHTS))
     worker_strict_priority: bool = False
+    worker_priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
     worker_lease_s: float = 30.0
     worker_shutdown_grace_s: float = 30.0
     worker_max_payload_bytes: int = 1 << 20

@@ -38,6 +38,10 @@ TERMINAL: frozenset[JobStatus] = frozenset(
     {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
 )
 
+#: worker.priority_aging_s's default: waiting this long is worth one priority step
+#: (docs/priority.md).
+DEFAULT_PRIORITY_AGING_S = 10.0
+
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
     JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),

@@ -168,6 +168,7 @@ class Worker:
         self.settings = settings
         self.limiter.total_tokens = settings.worker_concurrency
         self.store.tenant_limits = max_running_limits(settings.tenants)
+        self.store.priority_aging_s = settings.worker_priority_aging_s
         if self.gateway is not None:
             self.gateway.apply(settings)
         self.policy = RunPolicy(

@@ -1,7 +1,9 @@
 """Intake: how this worker gets claimed jobs into its handler pool.
 
 Streams mode reads with a shielded, bounded XREADGROUP (COUNT = free slots), claims the
-delivered ids in one conditional UPDATE and acks entries whose jobs it did not get.
+delivered ids in one conditional UPDATE (or, in a queue holding other priorities than 0,
+as many of the queue's first jobs: docs/priority.md) and acks entries whose jobs it did
+not get.
 Polling mode claims due jobs straight from the database (``FOR UPDATE SKIP LOCKED`` /
 ``BEGIN IMMEDIATE``), woken by local enqueues, database notifications and the next due time.
 While Redis is configured but down the worker polls, probing Redis once a second, and
@@ -101,6 +103,9 @@ async def accept_entries(
         entries = [e for e in entries if streams.queue_of(e.stream) not in worker.paused_queues]
     wanted: dict[int, StreamEntry] = {}
     drop: list[StreamEntry] = []
+    # Per queue, one item per well-formed entry: its job id, or None when that id may not be
+    # claimed (a duplicate, a job running here); each still stands for one job of its queue.
+    delivered: dict[str, list[int | None]] = {}
     for entry in entries:
         ref = entry.parse()
         if ref is None:
@@ -108,12 +113,17 @@ async def accept_entries(
             worker.log.warning("stream_entry_malformed", stream=entry.stream,
                                entry_id=entry.entry_id, fields=sorted(entry.fields)[:8])
             drop.append(entry)
-        elif ref.job_id in wanted or ref.job_id in worker.active:
+            continue
+        tokens = delivered.setdefault(streams.queue_of(entry.stream), [])
+        if ref.job_id in wanted or ref.job_id in worker.active:
             drop.append(entry)
+            tokens.append(None)
         else:
             wanted[ref.job_id] = entry
+            tokens.append(ref.job_id)
     try:
-        claimed = await worker.store.claim_jobs(list(wanted), worker.worker_id, worker.lease_s)
+        claimed = await worker.store.claim_delivered_jobs(
+            delivered, worker.worker_id, worker.lease_s)
     except StoreUnavailable as exc:
         worker.transient_error("claim", exc)
         await streams.hand_back(list(wanted.values()))
@@ -121,7 +131,9 @@ async def accept_entries(
         await trio.sleep(0.5)
         return
     # Start what we claimed before anything else can fail or hang: the leases are ours now.
-    worker.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed})
+    # A job claimed in place of a named one (docs/priority.md) has no entry of ours: its
+    # own entry stays in the stream and stands for the next job of its queue.
+    worker.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed if c.id in wanted})
     got = {c.id for c in claimed}
     drop.extend(e for job_id, e in wanted.items() if job_id not in got)
     await streams.ack(drop)

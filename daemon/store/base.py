@@ -4,7 +4,7 @@ database clock; callers pass durations, never timestamps from their own clock.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from gochatd.model import (
@@ -35,6 +35,9 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
     #: tenants.<id>.max_running: both claim paths cap each tenant's running jobs, fleet-wide.
     #: Empty (the default): the plain claim queries run, as fast as without tenants.
     tenant_limits: dict[str, int]
+    #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds
+    #: (docs/priority.md); every claim orders due jobs by it.
+    priority_aging_s: float
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -68,10 +71,23 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
         """Claim stream-delivered ids that are still claimable and due."""
         ...
 
+    async def claim_delivered_jobs(
+        self, delivered: Mapping[str, Sequence[int | None]], owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        """Streams mode: claim what a batch of stream entries stands for (``delivered``:
+        queue -> the ids its entries named), up to one job per entry, in the order of
+        docs/priority.md: in a queue whose waiting jobs all have priority 0, the named ids
+        themselves; in any other queue, and for entries whose job is gone, the queue's first
+        due jobs instead. An entry is a wake-up token of its queue, not a promise of its job;
+        None stands for an entry whose id may not be claimed (a duplicate, a job this worker
+        runs) but still counts for its queue."""
+        ...
+
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
-        """Polling claim: take up to ``limit`` due jobs, filling ``queues`` in order."""
+        """Polling claim: take up to ``limit`` due jobs, filling ``queues`` in order; within
+        a queue in the order of docs/priority.md (priority, aged by the wait)."""
         ...
 
     async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:

@@ -332,7 +332,7 @@ class PostgresStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
-        scope = self._scope_params()
+        scope, aging_s = self._scope_params(), self.priority_aging_s
         query = Q["claim_due_jobs"]
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
@@ -342,7 +342,7 @@ class PostgresStore(SqlJobStore):
                 if want <= 0:
                     break
                 params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
-                          **scope}
+                          "aging_s": aging_s, **scope}
                 rows.extend(self._execute(conn, query, params).fetchall())
             return rows
 
@@ -353,10 +353,11 @@ class PostgresStore(SqlJobStore):
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
         limits, scope = dict(self.tenant_limits), self._scope_params()
+        aging_s = self.priority_aging_s
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                    backlog=backlog, scope=scope)
+                                    backlog=backlog, scope=scope, aging_s=aging_s)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

@@ -16,7 +16,7 @@ Without routes (the normal case) every call goes straight to the home store.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
@@ -26,6 +26,7 @@ from gochatd.errors import JobNotFound, StoreUnavailable, TenantMoved
 from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
 from gochatd.logs import get_logger
 from gochatd.model import (
+    DEFAULT_PRIORITY_AGING_S,
     AfterCommit,
     ClaimedJob,
     DispatchRef,
@@ -89,6 +90,7 @@ class RoutedStore:
         self.hold_s = hold_s
         self._routing = False  # the home schema has a route table
         self._limits: dict[str, int] = {}
+        self._aging_s = DEFAULT_PRIORITY_AGING_S
         self._refresh_lock = anyio.Lock()
         #: What this process published (a daemon: its handlers), again into each
         #: destination it opens later.
@@ -109,6 +111,16 @@ class RoutedStore:
         self._limits = limits
         for store in self._all_stores():
             store.tenant_limits = limits
+
+    @property
+    def priority_aging_s(self) -> float:
+        return self._aging_s
+
+    @priority_aging_s.setter
+    def priority_aging_s(self, aging_s: float) -> None:
+        self._aging_s = aging_s
+        for store in self._all_stores():
+            store.priority_aging_s = aging_s
 
     async def refresh_routes(self, *, force: bool = False) -> RouteTable:
         """Re-read the route table if its version moved; open destinations it names.
@@ -136,6 +148,7 @@ class RoutedStore:
                     await store.close()
                     raise
                 store.tenant_limits = self._limits
+                store.priority_aging_s = self._aging_s
                 self._destinations[url] = store
                 say("route_destination_opened", destination=mask_url(url))
             self._apply(table)
@@ -329,6 +342,20 @@ class RoutedStore:
 
     async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
         return _concat(await self._each(lambda s: s.claim_jobs(ids, owner, lease_s)))
+
+    async def claim_delivered_jobs(
+        self, delivered: Mapping[str, Sequence[int | None]], owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        if not self.routes.moves_anything:
+            try:
+                return await self.home.claim_delivered_jobs(delivered, owner, lease_s)
+            except TenantMoved:
+                await self.refresh_routes(force=True)
+        # While tenants move, a job may live in either database: the named ids, on each
+        # (stream order, not docs/priority.md's, for the duration of the move).
+        ids = [job_id for queue_ids in delivered.values() for job_id in queue_ids
+               if job_id is not None]
+        return await self.claim_jobs(ids, owner, lease_s) if ids else []
 
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float

@@ -13,6 +13,7 @@ from typing import Any
 
 from gochatd.errors import InvalidTransition, JobNotFound
 from gochatd.model import (
+    DEFAULT_PRIORITY_AGING_S,
     TERMINAL,
     ClaimedJob,
     DispatchRef,
@@ -66,6 +67,8 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
 
     #: tenants.<id>.max_running, set by the worker; empty: the plain claims run unchanged.
     tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
+    #: worker.priority_aging_s, set by the worker (docs/priority.md).
+    priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
     #: The tenants this store acts on (store/scope.py); the router narrows it during a live
     #: migration. Replaced wholesale, never mutated.
     tenant_scope: TenantScope = ALL
@@ -90,6 +93,12 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         """Both claim paths while some tenant has max_running (store/tenant_claims.py)."""
         raise NotImplementedError
 
+    async def claim_due_jobs(
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        """The polling claim (each backend's: one transaction over the queues)."""
+        raise NotImplementedError
+
     async def claim_tenant_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
@@ -109,6 +118,28 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
             "claim_jobs", {"ids": self._list(list(ids)), "owner": owner, "lease_s": lease_s}
         )
         return [self._claimed(r, owner) for r in rows]
+
+    async def claim_delivered_jobs(
+        self, delivered: Mapping[str, Sequence[int | None]], owner: str, lease_s: float
+    ) -> list[ClaimedJob]:
+        ids = [job_id for queue_ids in delivered.values() for job_id in queue_ids
+               if job_id is not None]
+        if self.tenant_limits:
+            return await self._claim_limited(ids, (), len(ids), owner, lease_s) if ids else []
+        claimed: list[ClaimedJob] = []
+        if ids:
+            rows = await self._write("claim_delivered_jobs", {
+                "ids": self._list(ids), "queues": self._list(list(delivered)),
+                "owner": owner, "lease_s": lease_s})
+            claimed = [self._claimed(r, owner) for r in rows]
+        got = {c.id for c in claimed}
+        for queue, queue_ids in delivered.items():
+            # A queue holding other priorities, or entries whose jobs are gone (claimed by
+            # a poller, a duplicate, an entry spent on a better job): its first due jobs.
+            short = sum(1 for job_id in queue_ids if job_id is None or job_id not in got)
+            if short > 0:
+                claimed.extend(await self.claim_due_jobs([queue], short, owner, lease_s))
+        return claimed
 
     async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
         if not finishes:

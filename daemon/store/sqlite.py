@@ -266,7 +266,7 @@ class SqliteStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
-        scope = self._scope_params()
+        scope, aging_s = self._scope_params(), self.priority_aging_s
 
         def _claim(conn: sqlite3.Connection) -> list[Any]:
             rows: list[Any] = []
@@ -277,7 +277,7 @@ class SqliteStore(SqlJobStore):
                     if want <= 0:
                         break
                     params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
-                              **scope}
+                              "aging_s": aging_s, "skip_tenants": "[]", **scope}
                     rows.extend(conn.execute(Q["claim_due_jobs"], params).fetchall())
             except BaseException:
                 conn.execute("ROLLBACK")
@@ -292,9 +292,10 @@ class SqliteStore(SqlJobStore):
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
         limits, scope = dict(self.tenant_limits), self._scope_params()
+        aging_s = self.priority_aging_s
         rows = await self._run(
             lambda conn: sqlite_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog, scope=scope)
+                                              backlog=backlog, scope=scope, aging_s=aging_s)
         )
         return [self._claimed(r, owner) for r in rows]
 

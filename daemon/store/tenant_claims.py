@@ -32,7 +32,7 @@ SQLITE = load_queries("sqlite")
 def pg_claim_limited(
     conn: Connection[Any], limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
-    scope: Mapping[str, Any],
+    scope: Mapping[str, Any], aging_s: float,
 ) -> list[tuple[Any, ...]]:
     """``ids``: claim those; None: pick due jobs of ``queues`` first (with ``backlog``:
     only limited tenants' jobs)."""
@@ -48,14 +48,16 @@ def pg_claim_limited(
                 if not open_:
                     return []
                 cur = conn.execute(PG["pick_limited_due_job_ids"], {
-                    "open": open_, "queues": list(queues), "limit": limit, **scope})
+                    "open": open_, "queues": list(queues), "limit": limit, "aging_s": aging_s,
+                    **scope})
                 picked = [int(r[0]) for r in cur.fetchall()]
                 queues = ()
             for queue in queues:
                 if len(picked) >= limit:
                     break
                 cur = conn.execute(PG["pick_due_job_ids"], {
-                    "queue": queue, "full": full, "limit": limit - len(picked), **scope})
+                    "queue": queue, "full": full, "limit": limit - len(picked),
+                    "aging_s": aging_s, **scope})
                 picked.extend(int(r[0]) for r in cur.fetchall())
             ids = picked
         if not ids:
@@ -71,14 +73,14 @@ def pg_claim_limited(
             conn.execute(PG["lock_tenant_claims"], {"tenant_id": tenant})
         cur = conn.execute(PG["claim_jobs_limited"], {
             "ids": list(ids), "tenants": tenants, "limits": caps, "owner": owner,
-            "lease_s": lease_s, **scope})
+            "lease_s": lease_s, "aging_s": aging_s, **scope})
         return list(cur.fetchall())
 
 
 def sqlite_claim_limited(
     conn: sqlite3.Connection, limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
-    scope: Mapping[str, Any],
+    scope: Mapping[str, Any], aging_s: float,
 ) -> list[Any]:
     pairs = json.dumps([[t, n] for t, n in limits.items()])
     conn.execute("BEGIN IMMEDIATE")
@@ -91,21 +93,21 @@ def sqlite_claim_limited(
                 open_ = [t for t in limits if t not in full]
                 cursor = conn.execute(SQLITE["pick_limited_due_job_ids"], {
                     "open": json.dumps(open_), "queues": json.dumps(list(queues)),
-                    "limit": limit, **scope})
+                    "limit": limit, "aging_s": aging_s, **scope})
                 picked = [int(r[0]) for r in cursor]
                 queues = ()
             for queue in queues:
                 if len(picked) >= limit:
                     break
                 cursor = conn.execute(SQLITE["pick_due_job_ids"], {
-                    "queue": queue, "full": json.dumps(full), "limit": limit - len(picked),
-                    **scope})
+                    "queue": queue, "skip_tenants": json.dumps(full),
+                    "limit": limit - len(picked), "aging_s": aging_s, **scope})
                 picked.extend(int(r[0]) for r in cursor)
             ids = picked
         rows: list[Any] = []
         if ids:
             params = {"ids": json.dumps(list(ids)), "owner": owner, "lease_s": lease_s,
-                      **scope}
+                      "aging_s": aging_s, **scope}
             rows = conn.execute(SQLITE["claim_jobs_limited"],
                                 {**params, "limits": pairs}).fetchall()
     except BaseException:

@@ -43,14 +43,72 @@ WHERE j.id = claimed.id
   AND {_in_tenant_scope}
 RETURNING {job_columns_j};
 
+-- name: claim_delivered_jobs
+-- Streams mode: the ids a batch of stream entries named, by primary key like claim_jobs, in
+-- the queues whose waiting jobs all have priority 0: there the stream's order is the rule's
+-- order (docs/priority.md). In a queue holding other priorities nothing is claimed here and
+-- the caller takes as many of the queue's first jobs with claim_due_jobs. Each probe is one
+-- descent into an empty range of background_jobs_claimable_idx in the common case.
+WITH mixed AS MATERIALIZED (
+    SELECT q.queue FROM unnest(%(queues)s::text[]) AS q(queue)
+    WHERE EXISTS (SELECT 1 FROM background_jobs AS b
+                  WHERE b.queue = q.queue AND b.status IN ('queued', 'retrying')
+                    AND b.priority > 0)
+       OR EXISTS (SELECT 1 FROM background_jobs AS b
+                  WHERE b.queue = q.queue AND b.status IN ('queued', 'retrying')
+                    AND b.priority < 0)
+)
+UPDATE background_jobs AS j
+SET status = 'running', locked_by = %(owner)s, locked_at = now(),
+    lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+    fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
+FROM unnest(%(ids)s::bigint[]) AS claimed(id)
+WHERE j.id = claimed.id
+  AND j.status IN ('queued', 'retrying')
+  AND j.scheduled_at <= now()
+  AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
+  AND {_in_tenant_scope}
+RETURNING {job_columns_j};
+
+-- name: _waiting_priorities
+-- A fragment (a recursive CTE): the distinct priorities of %(queue)s's waiting jobs, lowest
+-- first, then a NULL row. A loose index scan: one descent of background_jobs_claimable_idx
+-- per priority, read backwards, so each lands on the newest entry of its priority and never
+-- walks the dead entries that claims leave at the oldest end.
+priorities(p) AS (
+    (SELECT priority FROM background_jobs
+     WHERE queue = %(queue)s AND status IN ('queued', 'retrying')
+     ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT b.priority FROM background_jobs AS b
+            WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
+              AND b.priority > priorities.p
+            ORDER BY b.priority LIMIT 1)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+
+-- name: _rank_at
+-- A fragment: the rule's sort key (docs/priority.md). Waiting aging_s seconds is worth one
+-- priority step, so a job ranks as if it had been due priority * aging_s seconds earlier.
+(b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8))
+
 -- name: claim_due_jobs
-WITH picked AS MATERIALIZED (
-    SELECT id FROM background_jobs
-    WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-      AND {_in_tenant_scope}
-    ORDER BY priority DESC, scheduled_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+-- The polling claim, in the rule's order: the first %(limit)s due jobs of each priority
+-- (index order within a priority is due order), locked, then the best %(limit)s of those by
+-- _rank_at. One priority (the common case) costs what ORDER BY ... LIMIT did.
+WITH RECURSIVE {_waiting_priorities}, heads AS MATERIALIZED (
+    SELECT h.id, h.rank_at, h.scheduled_at
+    FROM priorities CROSS JOIN LATERAL (
+        SELECT b.id, b.scheduled_at, {_rank_at} AS rank_at
+        FROM background_jobs AS b
+        WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
+          AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND {_in_tenant_scope}
+        ORDER BY b.scheduled_at, b.id
+        LIMIT %(limit)s
+        FOR UPDATE SKIP LOCKED) AS h
+), picked AS (
+    SELECT id FROM heads ORDER BY rank_at, scheduled_at, id LIMIT %(limit)s
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
@@ -519,12 +577,20 @@ WHERE (SELECT count(*) FROM background_jobs j
          AND {_in_tenant_scope}) >= l.max_running;
 
 -- name: pick_due_job_ids
-SELECT id FROM background_jobs
-WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-  AND tenant_id <> ALL(%(full)s::text[])
-  AND {_in_tenant_scope}
-ORDER BY priority DESC, scheduled_at, id
-LIMIT %(limit)s;
+-- claim_due_jobs' choice without the claim (tenants already at their cap left out).
+WITH RECURSIVE {_waiting_priorities}, heads AS MATERIALIZED (
+    SELECT h.id, h.rank_at, h.scheduled_at
+    FROM priorities CROSS JOIN LATERAL (
+        SELECT b.id, b.scheduled_at, {_rank_at} AS rank_at
+        FROM background_jobs AS b
+        WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
+          AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND b.tenant_id <> ALL(%(full)s::text[])
+          AND {_in_tenant_scope}
+        ORDER BY b.scheduled_at, b.id
+        LIMIT %(limit)s) AS h
+)
+SELECT id FROM heads ORDER BY rank_at, scheduled_at, id LIMIT %(limit)s;
 
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
@@ -540,14 +606,14 @@ SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
 WITH limits AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, priority, scheduled_at FROM background_jobs
+    SELECT id, tenant_id, scheduled_at, {_rank_at} AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
       AND {_in_tenant_scope}
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
     SELECT id, tenant_id, row_number() OVER (
-        PARTITION BY tenant_id ORDER BY priority DESC, scheduled_at, id) AS rn
+        PARTITION BY tenant_id ORDER BY rank_at, scheduled_at, id) AS rn
     FROM cand
 ), allowed AS (
     SELECT r.id FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
@@ -566,11 +632,11 @@ RETURNING {job_columns_j};
 -- name: pick_limited_due_job_ids
 -- Streams mode: the due backlog of limited tenants below their cap (their refused stream
 -- entries were acked; this claims them as slots free, not only at the next sweep).
-SELECT id FROM background_jobs
+SELECT id FROM background_jobs AS b
 WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
   AND status IN ('queued', 'retrying') AND scheduled_at <= now()
   AND {_in_tenant_scope}
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY {_rank_at}, scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: running_by_tenant

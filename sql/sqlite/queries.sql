@@ -56,17 +56,63 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND {_in_tenant_scope}
 RETURNING {job_columns};
 
--- name: claim_due_jobs
+-- name: claim_delivered_jobs
+-- Streams mode: the delivered ids, like claim_jobs, in the queues whose waiting jobs all
+-- have priority 0; in the others nothing (the caller runs claim_due_jobs for them).
+-- Postgres' query says why.
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = {now},
     lease_expires_at = {now} + :lease_s,
     fence = fence + 1, attempts = attempts + 1, updated_at = {now}, change_seq = {_next_change}
-WHERE id IN (
-    SELECT id FROM background_jobs
-    WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
-      AND {_in_tenant_scope}
-    ORDER BY priority DESC, scheduled_at, id
-    LIMIT :limit)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND scheduled_at <= {now}
+  AND queue NOT IN (
+      SELECT q.value FROM json_each(:queues) AS q
+      WHERE EXISTS (SELECT 1 FROM background_jobs AS b
+                    WHERE b.queue = q.value AND b.status IN ('queued', 'retrying')
+                      AND b.priority > 0)
+         OR EXISTS (SELECT 1 FROM background_jobs AS b
+                    WHERE b.queue = q.value AND b.status IN ('queued', 'retrying')
+                      AND b.priority < 0))
+  AND {_in_tenant_scope}
+RETURNING {job_columns};
+
+-- name: _waiting_priorities
+-- A fragment (a recursive CTE): the distinct priorities of :queue's waiting jobs, lowest
+-- first, then a NULL row; one min() on background_jobs_claimable_idx per priority.
+priorities(p) AS (
+    SELECT (SELECT min(priority) FROM background_jobs
+            WHERE queue = :queue AND status IN ('queued', 'retrying'))
+    UNION ALL
+    SELECT (SELECT min(b.priority) FROM background_jobs AS b
+            WHERE b.queue = :queue AND b.status IN ('queued', 'retrying')
+              AND b.priority > priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+
+-- name: _ranked_due_ids
+-- A fragment: the ids of :queue's first :limit due jobs in the rule's order
+-- (docs/priority.md): the first :limit of each priority by due time (index order), then the
+-- best of those by due time minus priority * aging_s. Tenants in :skip_tenants are left out.
+SELECT b.id FROM priorities JOIN background_jobs AS b
+  ON b.id IN (SELECT h.id FROM background_jobs AS h
+              WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
+                AND h.priority = priorities.p AND h.scheduled_at <= {now}
+                AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
+                AND {_in_tenant_scope}
+              ORDER BY h.scheduled_at, h.id
+              LIMIT :limit)
+ORDER BY b.scheduled_at - b.priority * :aging_s, b.scheduled_at, b.id
+LIMIT :limit
+
+-- name: claim_due_jobs
+WITH RECURSIVE {_waiting_priorities}
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = {now},
+    lease_expires_at = {now} + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = {now}, change_seq = {_next_change}
+WHERE id IN ({_ranked_due_ids})
 RETURNING {job_columns};
 
 -- name: finish_jobs
@@ -509,12 +555,9 @@ WHERE (SELECT count(*) FROM background_jobs j
       >= json_extract(l.value, '$[1]');
 
 -- name: pick_due_job_ids
-SELECT id FROM background_jobs
-WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
-  AND tenant_id NOT IN (SELECT value FROM json_each(:full))
-  AND {_in_tenant_scope}
-ORDER BY priority DESC, scheduled_at, id
-LIMIT :limit;
+-- claim_due_jobs' choice without the claim (tenants already at their cap left out).
+WITH RECURSIVE {_waiting_priorities}
+{_ranked_due_ids};
 
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
@@ -531,7 +574,8 @@ SET status = 'running', locked_by = :owner, locked_at = {now},
 WHERE id IN (
     SELECT r.id FROM (
         SELECT id, tenant_id, row_number() OVER (
-            PARTITION BY tenant_id ORDER BY priority DESC, scheduled_at, id) AS rn
+            PARTITION BY tenant_id
+            ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
         FROM background_jobs
         WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
           AND scheduled_at <= {now}
@@ -551,7 +595,7 @@ WHERE tenant_id IN (SELECT value FROM json_each(:open))
   AND queue IN (SELECT value FROM json_each(:queues))
   AND status IN ('queued', 'retrying') AND scheduled_at <= {now}
   AND {_in_tenant_scope}
-ORDER BY priority DESC, scheduled_at, id
+ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id
 LIMIT :limit;
 
 -- name: running_by_tenant

@@ -48,6 +48,7 @@ ENV_BAD: dict[str, list[str]] = {
     "worker.queues": ["bad name=1", "high=abc", "high=1001", "high=0", ",,,", "high=-1", "=5",
                       "high=1.5", "d\u00e9faut=1"],
     "worker.strict_priority": ["maybe", "2", "", "yes please"],
+    "worker.priority_aging_s": ["0", "-10", "86401", "nan", "ten"],
     "worker.lease_s": ["0", "nan", "inf", "86401", "abc", "1,5"],
     "worker.shutdown_grace_s": ["-1", "nan", "1e9"],
     "worker.max_payload_bytes": ["1", "67108865", "1.5", "1e6"],

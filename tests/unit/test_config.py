@@ -19,6 +19,7 @@ def test_defaults_need_no_configuration(tmp_path: Path) -> None:
     assert s.worker_redis_consumer_group == "gochat-workers"
     assert s.worker_redis_sweep_interval_s == 30.0
     assert s.worker_queues == DEFAULT_QUEUE_WEIGHTS
+    assert s.worker_priority_aging_s == 10.0
 
 
 def test_precedence_flags_over_env_over_file(tmp_path: Path) -> None:
@@ -114,7 +115,9 @@ def test_masked_hides_credentials() -> None:
 def test_diff_separates_reloadable_from_restart() -> None:
     a = load_settings(env={})
     b = load_settings(env={"GOCHAT_WORKER_CONCURRENCY": "3", "GOCHAT_WORKER_LEASE_S": "9",
-                           "GOCHAT_WORKER_QUEUES": "high=1"})
+                           "GOCHAT_WORKER_QUEUES": "high=1",
+                           "GOCHAT_WORKER_PRIORITY_AGING_S": "2.5"})
+    assert b.worker_priority_aging_s == 2.5
     reload, restart = a.diff(b)
-    assert set(reload) == {"worker.concurrency", "worker.queues"}
+    assert set(reload) == {"worker.concurrency", "worker.queues", "worker.priority_aging_s"}
     assert restart == ["worker.lease_s"]
