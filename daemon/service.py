@@ -289,7 +289,9 @@ class Worker:
                 self.log.warning("finish_rejected_stale", job_id=active.claimed.id,
                                  fence=active.claimed.fence)
         finally:
-            self.active.pop(active.claimed.id, None)
+            # A job that retried at once may be claimed again (here) before this runs.
+            if self.active.get(active.claimed.id) is active:
+                del self.active[active.claimed.id]
             if holds_slot:
                 self.limiter.release_on_behalf_of(active)
             self.slot_freed.set()

@@ -27,9 +27,11 @@ async def _order(store: JobStore, queue: str = "default") -> list[int]:
 
 async def test_higher_priority_first_then_due_time_then_id(store: JobStore) -> None:
     store.priority_aging_s = 86400.0  # no job here waited anywhere near a step
-    same_a = await enqueue(store, "same-a", priority=0)
-    same_b = await enqueue(store, "same-b", priority=0,
-                           scheduled_at=same_a.scheduled_at)  # a tie: by id
+    # A tie: by id. Both given the same time (a row due "now" keeps the database clock's
+    # sub-microsecond digits on SQLite, which a datetime read back cannot repeat).
+    tie_at = _ago(5)
+    same_a = await enqueue(store, "same-a", priority=0, scheduled_at=tie_at)
+    same_b = await enqueue(store, "same-b", priority=0, scheduled_at=tie_at)
     low = await enqueue(store, "low", priority=-7)
     top = await enqueue(store, "top", priority=1000)
     older = await enqueue(store, "older", priority=0, scheduled_at=_ago(30))
