@@ -1,9 +1,10 @@
-"""Issue 6's "done when", tried as a new user would from the README: one real daemon on
-PostgreSQL + Redis, configured with a YAML file in the README's shapes.
+"""Issue 6's "done when", tried as a new user would from the docs (docs/gateway.md,
+docs/http-handlers.md, docs/replies.md, docs/periodic.md): one real daemon on PostgreSQL +
+Redis, configured with a YAML file in the docs' shapes.
 
-- A tenant key made with ``gochatd gateway hash-key`` (only its hash in the config), and the
-  README's ``curl`` line enqueues a job for that key's tenant.
-- ``handlers.http`` maps ``demo:*`` to a tiny local web server (the README's ``hook.py``),
+- A tenant key made with ``gochatd gateway hash-key`` (only its hash in the config), and
+  docs/gateway.md's ``curl`` line enqueues a job for that key's tenant.
+- ``handlers.http`` maps ``demo:*`` to a tiny local web server (docs/http-handlers.md's ``hook.py``),
   which runs the job and answers with a reply.
 - The reply goes through the outbox's ``webhook`` channel to a local receiver that fails its
   first two attempts: it sees the reply once (one Idempotency-Key accepted), signed.
@@ -38,21 +39,21 @@ from tests.support.e2e_jobs import query
 from tests.support.webhook_receiver import Answer, WebhookReceiver
 
 TENANT = "acme"
-HOOK_SECRET = "walkthrough-hook-secret"  # GOCHAT_HOOK_SECRET, as in the README
-WA_SECRET = "walkthrough-wa-secret"  # WA_HOOK_SECRET, as in the README
+HOOK_SECRET = "walkthrough-hook-secret"  # GOCHAT_HOOK_SECRET, as in docs/http-handlers.md
+WA_SECRET = "walkthrough-wa-secret"  # WA_HOOK_SECRET, as in docs/replies.md
 TICK = "demo:tick"
 RECIPIENT = "+15550100"
 
 
 def readme_verify(secret: bytes, raw_body: bytes, header: str) -> bool:
-    """The receiver-side check exactly as the README prints it."""
+    """The receiver-side check exactly as docs/replies.md prints it."""
     t, v1 = dict(p.split("=", 1) for p in header.split(",")).values()
     return abs(time.time() - int(t)) < 300 and hmac.compare_digest(
         hmac.new(secret, f"{t}.".encode() + raw_body, hashlib.sha256).hexdigest(), v1)
 
 
 class Hook:
-    """The README's ``hook.py``: a standard-library web server that runs ``demo:*`` jobs.
+    """docs/http-handlers.md's ``hook.py``: a standard-library web server that runs ``demo:*`` jobs.
     A ``demo:hello`` job answers with one reply built from its payload; others with none.
     Every request is recorded with whether its signature verifies."""
 
@@ -138,10 +139,10 @@ def _make_key() -> tuple[str, str]:
 
 
 def readme_curl(curl: str, base_url: str, key: str, job_type: str) -> list[str]:
-    """The Gateway section's curl command, read from README.md, for this daemon and key and
+    """The gateway page's curl command, read from docs/gateway.md, for this daemon and key and
     with ``job_type`` in its body; ``-w`` and ``-D -`` added to print the status and headers
-    the README annotates."""
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    the page annotates."""
+    readme = (REPO_ROOT / "docs" / "gateway.md").read_text(encoding="utf-8")
     start = readme.index("curl -sS -X POST http://127.0.0.1:8410/v1/jobs")
     command = shlex.split(readme[start:readme.index("\n# 201", start)].replace("\\\n", " "))
     assert command[0] == "curl" and "gck_Jx3…" in " ".join(command), command
@@ -175,7 +176,7 @@ def test_readme_walkthrough_gateway_http_handler_outbox_periodic(
 ) -> None:
     curl = shutil.which("curl")
     if curl is None:
-        pytest.fail("curl is required on PATH for the README walkthrough (apt-get install -y curl)")
+        pytest.fail("curl is required on PATH for the docs walkthrough (apt-get install -y curl)")
 
     key, gateway_lines = _make_key()
     config = tmp_path / "gochatd.yaml"
@@ -225,7 +226,7 @@ def test_readme_walkthrough_gateway_http_handler_outbox_periodic(
     assert {r.key for r in got} == {"reply:42"}  # every attempt carries the same key
     assert len({r.key for r in got if 200 <= r.status < 300}) == 1
     assert list(receiver.accepted) == ["reply:42"]
-    # Signed with WA_HOOK_SECRET's value: checked by gochatd.signing and by the README's code.
+    # Signed with WA_HOOK_SECRET's value: checked by gochatd.signing and by docs/replies.md's code.
     assert all(r.signature_ok for r in got)
     assert all(readme_verify(WA_SECRET.encode(), r.raw, r.signature) for r in got)
     delivered = receiver.accepted["reply:42"]
