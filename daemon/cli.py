@@ -19,7 +19,7 @@ import trio
 
 import gochatd
 from gochatd.argtypes import row_id
-from gochatd.client import Client, validate_filter
+from gochatd.client import Client, validate_enqueue, validate_filter
 from gochatd.config import FIELDS, Settings, load_settings
 from gochatd.errors import GochatdError, UserError
 from gochatd.gateway.settings import check_gateway_keys
@@ -321,13 +321,17 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure_logging("warning", "json")
     payload = _load_payload(args.payload)
+    fields: dict[str, Any] = {
+        "queue": args.queue, "tenant_id": args.tenant, "idempotency_key": args.idempotency_key,
+        "delay_s": args.delay, "scheduled_at": args.at, "max_attempts": args.max_attempts,
+        "priority": args.priority, "traceparent": args.traceparent,
+    }
+    # Bad input is named before any database is looked for.
+    validate_enqueue(args.job_type, payload, **fields,
+                     max_payload_bytes=settings.worker_max_payload_bytes)
 
     async def run(client: Client) -> int:
-        job = await client.enqueue(
-            args.job_type, payload, queue=args.queue, tenant_id=args.tenant,
-            idempotency_key=args.idempotency_key, delay_s=args.delay, scheduled_at=args.at,
-            max_attempts=args.max_attempts, priority=args.priority, traceparent=args.traceparent,
-        )
+        job = await client.enqueue(args.job_type, payload, **fields)
         _print_json(_public(job))
         return 0
 
