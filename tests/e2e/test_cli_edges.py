@@ -289,3 +289,12 @@ def test_a_common_flag_first_still_means_serve(tmp_path: Path, daemons: DaemonFa
                            env={"GOCHAT_LOG_FORMAT": "json"}, cwd=tmp_path)
     assert daemon.events("worker_starting")[0]["database_file"] == str(tmp_path / "alone.db")
     assert daemon.stop() == 0
+
+
+def test_periodic_list_reads_no_clock_from_a_database_that_is_not_there(tmp_path: Path) -> None:
+    env = {"GOCHAT_PERIODIC": '{"a:b": {"cron": "* * * * *"}}'}
+    result = run_cli(["periodic", "list", "--json", "--database-url", "sqlite:///none/x.db"],
+                     env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["clock"] == "local"
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its directory was made
