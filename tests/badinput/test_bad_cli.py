@@ -276,9 +276,9 @@ CASES: list[CliCase] = [
     CliCase("missing-schema-pg-prune", ["jobs", "prune", "--database-url", "{pg_noschema}"],
             "no gochatd schema"),
     CliCase("migrate-status-missing-source", ["migrate", "status", "--from", NOWHERE],
-            "no such file"),
+            "no such file: /"),
     CliCase("migrate-plan-missing-source", ["migrate", "plan", "--from", NOWHERE, "--to", DST],
-            "no such file"),
+            "no such file: /"),
     CliCase("migrate-status-no-schema-pg", ["migrate", "status", "--from", "{pg_noschema}"],
             "has no gochatd schema"),
     # argparse's own messages, reworded
