@@ -114,7 +114,27 @@ def create_app(worker: Worker) -> QuartTrio:
         from gochatd.admin import gateway
 
         gateway.register(app, worker)
+    else:
+        _register_gateway_elsewhere(app, worker)
     return app
+
+
+def _register_gateway_elsewhere(app: QuartTrio, worker: Worker) -> None:
+    """POST /v1/jobs where this listener does not serve the gateway: say why, rather than
+    405 (the path exists for GET: the admin API's listing)."""
+    if worker.gateway is None:
+        code, message = "gateway_off", ("the gateway is off on this daemon (--worker-only or "
+                                        "gateway.listen: off); enqueue through a daemon "
+                                        "that runs it")
+    else:
+        code, message = "gateway_not_here", ("the gateway listens on its own address "
+                                             "(gateway.listen), not on the admin API's")
+
+    async def gateway_elsewhere() -> Response:
+        return error_response(404, code, message)
+
+    for path in sorted(GATEWAY_PATHS):
+        app.add_url_rule(path, f"gateway_elsewhere_{path}", gateway_elsewhere, methods=["POST"])
 
 
 def _bearer() -> str | None:

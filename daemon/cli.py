@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
@@ -18,36 +19,55 @@ import trio
 
 import gochatd
 from gochatd.argtypes import row_id
-from gochatd.client import Client
+from gochatd.client import Client, validate_enqueue, validate_filter
 from gochatd.config import FIELDS, Settings, load_settings
-from gochatd.errors import ConfigError, GochatdError, UserError
+from gochatd.errors import GochatdError, UserError
 from gochatd.gateway.settings import check_gateway_keys
 from gochatd.logs import configure_logging
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
 from gochatd.model import Job, JobFilter, JobStatus
 from gochatd.registry import REGISTRY, load_handler_modules
 from gochatd.store import open_store
+from gochatd.store.presence import require_database_file, require_schema
 
 
 class UsageError(UserError):
     pass
 
 
+#: argparse's message for a value its ``type=`` refused; reworded to read naturally.
+_INVALID_VALUE = re.compile(r"^argument (?P<arg>.+?): invalid (?P<type>.+) value: (?P<value>.*)$",
+                            re.DOTALL)
+_TYPE_NAMES = {"int": "an integer", "float": "a number"}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        match = _INVALID_VALUE.match(message)
+        if match:  # "invalid a job id value: 'x'" -> "expected a job id, got 'x'"
+            expected = _TYPE_NAMES.get(match["type"], match["type"])
+            message = f"argument {match['arg']}: expected {expected}, got {match['value']}"
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", metavar="FILE",
+#: The flags every database command takes, before or after the subcommand (after wins).
+_COMMON_FLAGS = {"--config": "config", "--database-url": "database_url",
+                 "--redis-url": "redis_url"}
+
+
+def _add_common(p: argparse.ArgumentParser, *, dest_prefix: str = "") -> None:
+    p.add_argument("--config", metavar="FILE", dest=f"{dest_prefix}config",
                    help="YAML config file (default /etc/gochatd/gochatd.yaml if present)")
-    p.add_argument("--database-url", metavar="URL", help="postgresql://… or sqlite:///path")
-    p.add_argument("--redis-url", metavar="URL", help="redis://…; empty for none")
+    p.add_argument("--database-url", metavar="URL", dest=f"{dest_prefix}database_url",
+                   help="postgresql://… or sqlite:///path")
+    p.add_argument("--redis-url", metavar="URL", dest=f"{dest_prefix}redis_url",
+                   help="redis://…; empty for none")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="gochatd", description="Durable background-job worker daemon.")
     parser.add_argument("--version", action="version", version=f"gochatd {gochatd.__version__}")
+    _add_common(parser, dest_prefix="global_")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     serve = sub.add_parser("serve", help="run the worker daemon (the default)")
@@ -249,36 +269,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_gateway_keys(settings.gateway_keys, settings.admin_token)
     worker = Worker(settings, migrate=args.migrate, reload_args=reload_args,
                     gateway=not args.worker_only)
-    if settings.database_url.startswith("postgres"):
-        _require_schema(settings, args.migrate)
     return _run_async(lambda: worker.run(handle_signals=True))
 
 
-def _require_schema(settings: Settings, migrate: bool) -> None:
-    if migrate:
-        return
-
-    async def check() -> int:
-        from gochatd.store.queries import load_migrations
-
-        store = open_store(settings.database_url)
-        await store.open()
-        try:
-            current = await store.schema_version()
-        finally:
-            await store.close()
-        latest = max(m.version for m in load_migrations(store.dialect))
-        if current < latest:
-            raise ConfigError(
-                f"database schema is at version {current}, gochatd needs {latest}: "
-                "run 'gochatd db upgrade' or start with --migrate"
-            )
-        return 0
-
-    _run_async(check)
-
-
 async def _with_client(settings: Settings, fn: Callable[[Client], Awaitable[int]]) -> int:
+    """Run ``fn`` with a client on the existing database (never one made here)."""
+    require_database_file(settings.database_url)
     async with Client(
         settings.database_url, settings.redis_url or None,
         max_payload_bytes=settings.worker_max_payload_bytes,
@@ -286,12 +282,11 @@ async def _with_client(settings: Settings, fn: Callable[[Client], Awaitable[int]
         consumer_group=settings.worker_redis_consumer_group,
     ) as client:
         assert client.store is not None
-        if settings.database_url.startswith("sqlite:"):
-            await client.store.migrate()
+        await require_schema(client.store, settings.database_url)
         return await fn(client)
 
 
-def _load_payload(text: str) -> Any:
+def _load_payload(text: str) -> dict[str, Any]:
     if text.startswith("@"):
         try:
             text = Path(text[1:]).read_text(encoding="utf-8")
@@ -300,26 +295,43 @@ def _load_payload(text: str) -> Any:
         except UnicodeDecodeError:
             raise UsageError(f"--payload: {text[1:]!r} is not UTF-8 text") from None
     try:
-        return json.loads(text)
+        payload = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"--payload: not valid JSON ({exc.msg} at char {exc.pos})") from None
     except RecursionError:
         raise UsageError("--payload: nested too deeply") from None
     except ValueError as exc:  # e.g. an integer longer than Python converts
         raise UsageError(f"--payload: not usable JSON ({str(exc)[:80]})") from None
+    if not isinstance(payload, dict):
+        raise UsageError(f"--payload: must be a JSON object, got {_json_kind(payload)}")
+    return payload
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
 
 
 def cmd_enqueue(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure_logging("warning", "json")
     payload = _load_payload(args.payload)
+    fields: dict[str, Any] = {
+        "queue": args.queue, "tenant_id": args.tenant, "idempotency_key": args.idempotency_key,
+        "delay_s": args.delay, "scheduled_at": args.at, "max_attempts": args.max_attempts,
+        "priority": args.priority, "traceparent": args.traceparent,
+    }
+    # Bad input is named before any database is looked for.
+    validate_enqueue(args.job_type, payload, **fields,
+                     max_payload_bytes=settings.worker_max_payload_bytes)
 
     async def run(client: Client) -> int:
-        job = await client.enqueue(
-            args.job_type, payload, queue=args.queue, tenant_id=args.tenant,
-            idempotency_key=args.idempotency_key, delay_s=args.delay, scheduled_at=args.at,
-            max_attempts=args.max_attempts, priority=args.priority, traceparent=args.traceparent,
-        )
+        job = await client.enqueue(args.job_type, payload, **fields)
         _print_json(_public(job))
         await _warn_if_unpublished(client, job)
         return 0
@@ -353,13 +365,16 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     settings = _settings(args)
     configure_logging("warning", "json")
 
+    flt = None
+    if args.jobs_command == "list":  # refused before any database is opened
+        flt = validate_filter(JobFilter(
+            status=JobStatus(args.status) if args.status else None, queue=args.queue,
+            tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
+            after_id=args.after_id,
+        ))
+
     async def run(client: Client) -> int:
-        if args.jobs_command == "list":
-            flt = JobFilter(
-                status=JobStatus(args.status) if args.status else None, queue=args.queue,
-                tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
-                after_id=args.after_id,
-            )
+        if flt is not None:
             jobs = await client.list_jobs(flt)
             if args.json:
                 _print_json([_public(j) for j in jobs])
@@ -512,13 +527,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _dispatch(parser, argv)
     except BaseExceptionGroup as group:
         leaves = _leaves(group)
-        if len(leaves) == 1 and isinstance(leaves[0], GochatdError):
-            return _report(leaves[0])
+        if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
+            return _interrupted()
+        ours = [leaf for leaf in leaves if isinstance(leaf, GochatdError)]
+        if ours and len(ours) == len(leaves):
+            # Several loops may trip over the same cause: the user's error is the news.
+            users = [leaf for leaf in ours if isinstance(leaf, UserError)]
+            return _report((users or ours)[0])
         raise
     except GochatdError as exc:
         return _report(exc)
     except KeyboardInterrupt:
-        return 130
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    """Ctrl-C: one line, the shell's exit code for SIGINT, no traceback."""
+    sys.stderr.write("gochatd: interrupted\n")
+    return 130
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
@@ -534,10 +560,37 @@ def _report(exc: GochatdError) -> int:
 
 
 def _dispatch(parser: argparse.ArgumentParser, argv: list[str]) -> int:
-    if not argv or (argv[0].startswith("-") and argv[0] not in ("-h", "--help", "--version")):
-        argv = ["serve", *argv]
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_with_command(argv))
+    _merge_common_flags(args)
     return COMMANDS[args.command](args)
+
+
+def _with_command(argv: list[str]) -> list[str]:
+    """``serve`` is the default command: ``gochatd``, ``gochatd --worker-only …`` and
+    ``gochatd --database-url X …`` all serve. The common flags may come first."""
+    i = 0
+    while i < len(argv) and argv[i].split("=", 1)[0] in _COMMON_FLAGS:
+        i += 1 if "=" in argv[i] else 2
+    if i > len(argv):
+        return argv  # a common flag without its value: argparse says so
+    rest = argv[i:]
+    if not rest or (rest[0].startswith("-") and rest[0] not in ("-h", "--help", "--version")):
+        return [*argv[:i], "serve", *rest]
+    return argv
+
+
+def _merge_common_flags(args: argparse.Namespace) -> None:
+    """The common flags given before the subcommand, where the subcommand left them unset."""
+    for flag, name in _COMMON_FLAGS.items():
+        value = getattr(args, f"global_{name}")
+        delattr(args, f"global_{name}")
+        if value is None:
+            continue
+        if not hasattr(args, name):
+            raise UsageError(f"{flag} does not apply to 'gochatd {args.command}' "
+                             "(see 'gochatd --help')")
+        if getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,24 @@ def validate_batch(
     return requests
 
 
+def validate_filter(flt: JobFilter) -> JobFilter:
+    """A listing's filters, by the rules enqueue applies to the same fields: a value no job
+    can have is refused rather than matched against nothing."""
+    if flt.queue is not None and (not isinstance(flt.queue, str) or not QUEUE_RE.match(flt.queue)):
+        raise InvalidJob("queue: expected 1-64 letters, digits, '_' or '-'")
+    if flt.tenant_id is not None and (
+        not isinstance(flt.tenant_id, str) or not 1 <= len(flt.tenant_id) <= 200
+        or not _is_text(flt.tenant_id)
+    ):
+        raise InvalidJob("tenant_id: expected 1-200 characters of text")
+    if flt.job_type is not None and (
+        not isinstance(flt.job_type, str) or not JOB_TYPE_RE.match(flt.job_type)
+        or len(flt.job_type) > 200
+    ):
+        raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
+    return flt
+
+
 def _is_text(value: str) -> bool:
     """Encodable as UTF-8 (no lone surrogates, which undecodable argv bytes become)."""
     try:
@@ -222,6 +240,7 @@ class Client:
             await streams.open()
             self._owned.push_async_callback(streams.close)
             self.streams = streams
+            await streams.check_url()  # a wrong URL is refused before anything is written
         return self
 
     async def __aexit__(
@@ -329,8 +348,9 @@ class Client:
         return await self._store().get_job(job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
-        """Jobs matching the filter, by id (page with ``JobFilter.after_id``)."""
-        return await self._store().list_jobs(flt)
+        """Jobs matching the filter, by id (page with ``JobFilter.after_id``). Raises
+        ``InvalidJob`` for a filter value no job can have (``validate_filter``)."""
+        return await self._store().list_jobs(validate_filter(flt))
 
     async def retry(self, job_id: int) -> Job:
         """Queue a dead or cancelled job again (``InvalidTransition`` otherwise)."""

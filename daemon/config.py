@@ -86,15 +86,25 @@ def _parse_queues(raw: Any) -> dict[str, int]:
     for name, weight in pairs:
         if not QUEUE_RE.match(str(name)):
             raise ValueError(f"invalid queue name {name!r}")
-        w = int(weight)
-        if not 0 <= w <= 1000:
-            raise ValueError(f"weight of {name!r} must be in 0..1000")
-        out[str(name)] = w
+        out[str(name)] = _weight(str(name), weight)
     if not out:
         raise ValueError("at least one queue is needed")
     if not any(out.values()):
         raise ValueError("at least one queue needs a weight above 0")
     return out
+
+
+def _weight(name: str, raw: Any) -> int:
+    try:
+        if isinstance(raw, bool) or not isinstance(raw, int | str):
+            raise ValueError
+        value = int(raw.strip() if isinstance(raw, str) else raw)
+    except ValueError:
+        raise ValueError(f"weight of {name!r} must be an integer in 0..1000, "
+                         f"got {str(raw)[:40]!r}") from None
+    if not 0 <= value <= 1000:
+        raise ValueError(f"weight of {name!r} must be an integer in 0..1000, got {value}")
+    return value
 
 
 def _parse_url(schemes: tuple[str, ...], allow_empty: bool) -> Callable[[Any], str]:
@@ -131,15 +141,17 @@ class FieldSpec:
     def env(self) -> str:
         return ENV_PREFIX + self.attr.upper()
 
-    def coerce(self, raw: Any) -> Any:
+    def coerce(self, raw: Any, source: str = "env") -> Any:
+        """``source``: where ``raw`` came from; a flag's error does not name the variable."""
+        where = self.key if source == "flag" else f"{self.key} ({self.env})"
         try:
             value = self.parse(raw)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{self.key} ({self.env}): {exc}") from None
+            raise ConfigError(f"{where}: {exc}") from None
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{self.key} ({self.env}): must be a finite number")
+            raise ConfigError(f"{where}: must be a finite number")
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise ConfigError(f"{self.key} ({self.env}): {value!r} is outside {self.lo}..{self.hi}")
+            raise ConfigError(f"{where}: {value!r} is outside {self.lo}..{self.hi}")
         return value
 
 
@@ -460,7 +472,7 @@ def load_settings(
             raw, source = env[spec.env], "env"
         if flags and flags.get(spec.key) is not None:
             raw, source = flags[spec.key], "flag"
-        values[spec.attr] = spec.coerce(raw) if source != "default" else _copy(raw)
+        values[spec.attr] = spec.coerce(raw, source) if source != "default" else _copy(raw)
         sources[spec.key] = source
     unknown = sorted(
         k for k in env

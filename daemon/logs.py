@@ -1,4 +1,14 @@
-"""structlog set-up: JSON lines when stdout is not a TTY (journald), console on a TTY."""
+"""structlog set-up: JSON lines when stderr is not a TTY (journald), console on a TTY.
+
+Logs go to stderr: stdout carries only a command's output (``gochatd enqueue`` prints one
+JSON document there, whatever went wrong on the way).
+
+Only the command line's entry points call ``configure_logging``. gochatd used as a library
+(``gochatd.Client`` in someone's program) never configures structlog or logging: if the
+host program configured structlog, gochatd's events go through that configuration; if it
+configured nothing, warnings and errors go to stderr and nothing else is printed (the way
+the standard library's ``logging`` treats a library without handlers).
+"""
 
 from __future__ import annotations
 
@@ -15,16 +25,20 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 #: The bound root logger, built on first use after each configure_logging(): binding per
 #: job context onto it skips structlog's lazy-proxy resolution on the hot path.
 _root: structlog.typing.FilteringBoundLogger | None = None
+#: Whether a gochatd entry point configured logging (``reconfigure_logging`` acts only then).
+_configured = False
 
 
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    global _root
+    """For the command line's entry points only: the process is gochatd's own."""
+    global _root, _configured
     _root = None
-    use_json = fmt == "json" or (fmt == "auto" and not sys.stdout.isatty())
+    _configured = True
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if use_json
-        else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     structlog.configure(
         processors=[
@@ -35,13 +49,39 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def reconfigure_logging(level: str, fmt: str) -> None:
+    """A config reload's new log settings; nothing when gochatd does not own the logging
+    (a ``Worker`` embedded in someone else's program)."""
+    if _configured:
+        configure_logging(level, fmt)
+
+
+def _unconfigured_logger() -> structlog.typing.FilteringBoundLogger:
+    """Nobody configured structlog: warnings and errors on stderr, as one key=value line."""
+    logger: structlog.typing.FilteringBoundLogger = structlog.wrap_logger(
+        structlog.PrintLogger(sys.stderr),
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.KeyValueRenderer(key_order=["level", "event"]),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        context_class=dict,
+        cache_logger_on_first_use=True,
+    )
+    return logger
 
 
 def get_logger(**bind: Any) -> structlog.typing.FilteringBoundLogger:
     global _root
     if _root is None:
-        _root = structlog.get_logger("gochatd").bind()
+        if _configured or structlog.is_configured():
+            _root = structlog.get_logger("gochatd").bind()
+        else:
+            return _unconfigured_logger().bind(logger="gochatd", **bind)
     return _root.bind(**bind)

@@ -16,6 +16,7 @@ from gochatd.errors import StoreUnavailable
 from gochatd.periodic_jobs import PeriodicSpec, effective_specs, slot_text
 from gochatd.registry import REGISTRY
 from gochatd.store import open_store
+from gochatd.store.presence import sqlite_file
 
 #: The migration that creates gochatd_periodic_slots.
 SLOTS_SCHEMA_VERSION = 4
@@ -79,7 +80,7 @@ async def list_periodic(settings: Settings, count: int) -> PeriodicListing:
     specs = effective_specs(settings.periodic)
     now, clock = datetime.now(UTC), "local"
     last: dict[str, datetime] = {}
-    if specs:
+    if specs and not _no_database_file(settings.database_url):
         try:
             now, last = await _from_database(settings, specs)
             clock = "database"
@@ -87,6 +88,12 @@ async def list_periodic(settings: Settings, count: int) -> PeriodicListing:
             pass
     return PeriodicListing(clock, now, specs, last,
                            {s.name: next_runs(s, now, count) for s in specs})
+
+
+def _no_database_file(database_url: str) -> bool:
+    """A SQLite file that is not there is not created to read a clock: the host's is used."""
+    path = sqlite_file(database_url)
+    return path is not None and not path.is_file()
 
 
 async def _from_database(

@@ -42,7 +42,7 @@ from gochatd.gateway.gateway import Gateway, gateway_loop
 from gochatd.gateway.settings import max_running_limits
 from gochatd.http_handlers import HttpHandlers
 from gochatd.job_types import publish_handlers
-from gochatd.logs import configure_logging, get_logger
+from gochatd.logs import get_logger, reconfigure_logging
 from gochatd.loops import (
     heartbeat,
     intake,
@@ -68,7 +68,9 @@ from gochatd.retry import Backoff
 from gochatd.runner import ActiveJob, RunPolicy, StopReason, execute
 from gochatd.sdnotify import Notifier
 from gochatd.store import open_routed_store
+from gochatd.store.presence import require_schema, sqlite_file
 from gochatd.store.router import RoutedStore
+from gochatd.store.startup import open_until_connected
 from gochatd.wakeup import Wakeup
 
 #: After the grace period, interrupted handlers get this long to unwind before the
@@ -196,7 +198,7 @@ class Worker:
             **{k.replace(".", "_"): getattr(fresh, k.replace(".", "_")) for k in applied}
         )
         self._apply_reloadable(merged)
-        configure_logging(merged.log_level, merged.log_format)
+        reconfigure_logging(merged.log_level, merged.log_format)
         self.log.info("config_reloaded", changed=applied, needs_restart=restart)
         self.intake_wakeup.set()
         self.schedule_wakeup.set()
@@ -317,12 +319,18 @@ class Worker:
     @contextlib.asynccontextmanager
     async def _resources(self) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            await self.store.open()
+            if self.store.dialect == "postgres":
+                await open_until_connected(self.store, self.log)
+            else:
+                await self.store.open()
             stack.push_async_callback(self._close_store)
             if self.migrate_on_start:
                 applied = await self.store.migrate()
                 if applied:
                     self.log.info("migrations_applied", applied=applied)
+            else:
+                await require_schema(self.store, self.settings.database_url,
+                                     "run 'gochatd db upgrade' or start with --migrate")
             if self.settings.redis_url:
                 self.streams = RedisStreams(
                     self.settings.redis_url,
@@ -334,6 +342,7 @@ class Worker:
                 )
                 await self.streams.open()
                 stack.push_async_callback(self._close_streams)
+                await self.streams.check_url()
                 self.client.streams = self.streams
             if self.gateway is not None:
                 await self.gateway.limiter.open()
@@ -361,6 +370,7 @@ class Worker:
         async with self._resources():
             self.log.info(
                 "worker_starting", database=mask_url(self.settings.database_url),
+                database_file=str(sqlite_file(self.settings.database_url) or "") or None,
                 redis=mask_url(self.settings.redis_url) or None,
                 concurrency=self.settings.worker_concurrency, queues=self.queues,
             )

@@ -78,8 +78,8 @@ class Daemon:
         self._scan = (log, 0)
         self.proc = subprocess.Popen(
             [GOCHATD, "serve", "--worker-only", "--handlers", HANDLERS],
-            env=self.env, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=out_f,
-            stderr=err_f, start_new_session=True,
+            env=self.env, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=err_f,
+            stderr=out_f, start_new_session=True,  # the log is on stderr
         )
 
     def check_ready(self) -> bool:

@@ -24,7 +24,7 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from gochatd.errors import DispatchUnavailable, ResourceClosed
+from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
 from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
 
@@ -215,6 +215,13 @@ class RedisStreams:
             r.ping()
 
         await self._call(_ping)
+
+    async def check_url(self) -> None:
+        """Refuse a URL the server never accepts (a database index it does not have:
+        ``ConfigError``). An outage says nothing about the URL: the database dispatches
+        meanwhile, so it passes."""
+        with contextlib.suppress(DispatchUnavailable):
+            await self.ping()
 
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
@@ -423,6 +430,10 @@ def _translated() -> Iterator[None]:
     except _TRANSIENT as exc:
         raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
     except RedisError as exc:
+        if "DB index is out of range" in str(exc):  # SELECT n: the user's URL is wrong
+            raise ConfigError("redis_url: the Redis server has no database with that index "
+                              "(DB index is out of range; 'databases' is 16 by default, "
+                              "0-15)") from None
         if "LOADING" in str(exc) or "BUSY" in str(exc):
             raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
         if "WRONGTYPE" in str(exc):

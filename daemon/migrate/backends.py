@@ -133,7 +133,7 @@ class Database:
             return
         path = sqlite_path(self.endpoint.url)
         if not Path(path).exists():
-            raise MigrateError(f"{where}: no such file")
+            raise MigrateError(f"{where}: no such file: {Path(path).absolute()}")
         try:
             conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, isolation_level=None,
                                    check_same_thread=False)

@@ -23,6 +23,7 @@ from gochatd.migrate.phases import (
     adopt_new_scopes,
     cutover,
     cutover_watermark,
+    not_cut_over,
     rollback,
     start,
     validate_move,
@@ -126,7 +127,7 @@ def _dry_run(args: argparse.Namespace, source: Database, destination: Database) 
 def _rollback_preview(source: Database, destination: Database, move: Move,
                       route: RouteRow | None) -> str:
     if route is None or route.state not in (RouteState.DESTINATION, RouteState.FROZEN):
-        return "would refuse: it was not cut over"
+        return f"would refuse: {not_cut_over(source, move)}"
     if route.state is RouteState.FROZEN:
         return "would abandon the unfinished cutover (back to the source)"
     if route.window_over:

@@ -244,6 +244,17 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
     return report
 
 
+def not_cut_over(source: Database, move: Move) -> str:
+    """Why a move has nothing to roll back: it was not cut over, or (one tenant named) the
+    move that was cut over is the one of every tenant (``--all``)."""
+    if move.key != EVERY_TENANT:
+        whole = get_route(source, EVERY_TENANT)
+        if whole is not None and whole.state in (RouteState.DESTINATION, RouteState.FROZEN):
+            return ("every tenant was moved together (--all), not this tenant alone; "
+                    "roll back with --all")
+    return "it was not cut over"
+
+
 def rollback(ctx: Context, move: Move) -> dict[str, Any]:
     route = get_route(ctx.source, move.key)
     previous = ctx.state.get(move.scopes[0][0], ROLLBACK, ctx.destination_label)
@@ -255,7 +266,7 @@ def rollback(ctx: Context, move: Move) -> dict[str, Any]:
         ctx.say(f"{move.label}: rolled back; the source is the writer again")
         return previous.report
     if route is None or route.state in (RouteState.SOURCE, RouteState.TRACKING):
-        raise MigrateError(f"{move.label}: nothing to roll back: it was not cut over")
+        raise MigrateError(f"{move.label}: nothing to roll back: {not_cut_over(ctx.source, move)}")
     url = route.destination
     report: dict[str, Any] = {"route": move.key, "from_state": route.state.value}
     if route.state is RouteState.DESTINATION:

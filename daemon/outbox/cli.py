@@ -13,6 +13,7 @@ from gochatd.config import Settings
 from gochatd.errors import InvalidTransition, UserError
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
 from gochatd.store import open_routed_store
+from gochatd.store.presence import require_database_file, require_schema
 
 
 class OutboxNotFound(UserError):
@@ -21,6 +22,8 @@ class OutboxNotFound(UserError):
 
 
 _message_id = row_id(1, "an outbox message id")
+#: A tenant id and a channel name are both at most 200 characters.
+_MAX_FILTER_CHARS = 200
 _after_id = row_id(0, "an outbox message id or 0")
 
 
@@ -61,18 +64,37 @@ def _print_table(rows: list[OutboxMessage]) -> None:
               f"{m.attempts:>4}  {(m.error_class or '-')[:14]:14} {m.dedupe_key}")
 
 
+def _filter(args: argparse.Namespace) -> OutboxFilter:
+    """``outbox list``'s filters; a value no message can have is refused."""
+    for flag, value in (("--tenant", args.tenant), ("--channel", args.channel)):
+        if value is not None and not 1 <= len(value) <= _MAX_FILTER_CHARS:
+            raise UserError(f"{flag}: expected 1-{_MAX_FILTER_CHARS} characters")
+        if value is not None and not _is_text(value):
+            raise UserError(f"{flag}: not valid UTF-8 text")
+    return OutboxFilter(
+        status=OutboxStatus(args.status) if args.status else None,
+        tenant_id=args.tenant, channel=args.channel, limit=args.limit, after_id=args.after_id,
+    )
+
+
+def _is_text(value: str) -> bool:
+    """Undecodable argv bytes arrive as lone surrogates, which no stored text holds."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
+
+
 async def run_outbox_command(args: argparse.Namespace, settings: Settings) -> int:
+    flt = _filter(args) if args.outbox_command == "list" else None
+    require_database_file(settings.database_url)
     store = open_routed_store(settings.database_url)
     await store.open()
     try:
-        if settings.database_url.startswith("sqlite:"):
-            await store.migrate()
-        if args.outbox_command == "list":
-            rows = await store.list_outbox(OutboxFilter(
-                status=OutboxStatus(args.status) if args.status else None,
-                tenant_id=args.tenant, channel=args.channel, limit=args.limit,
-                after_id=args.after_id,
-            ))
+        await require_schema(store, settings.database_url)
+        if flt is not None:
+            rows = await store.list_outbox(flt)
             if args.json:
                 _print_json([m.to_dict() for m in rows])
             else:

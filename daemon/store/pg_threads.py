@@ -18,6 +18,7 @@ import psycopg
 import trio
 from psycopg.pq import TransactionStatus
 
+from gochatd.errors import StoreUnavailable
 from gochatd.handoff import Handoff
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
@@ -148,6 +149,10 @@ class Listener:
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=_LISTEN_POLL_S):
                             self._signal()
+            except StoreUnavailable as exc:  # the connect failed (the server's reason)
+                self._signal(str(exc))
+                self._stop.wait(backoff_s)
+                backoff_s = min(backoff_s * 2, 5.0)
             except (psycopg.Error, OSError) as exc:
                 self._signal(f"postgres unavailable: {type(exc).__name__}")
                 self._stop.wait(backoff_s)

@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.string import TextLoader
 
 from gochatd.errors import (
@@ -89,6 +90,24 @@ def _translate(exc: BaseException) -> Exception | None:
     return None
 
 
+def connect_failure(dsn: str, exc: psycopg.OperationalError) -> str:
+    """One line: where, and the server's (or the network's) own reason, without the
+    password: ``cannot connect to PostgreSQL at 127.0.0.1:5433: connection refused``."""
+    try:
+        info = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        info = {}
+    host = str(info.get("host") or "the local socket")
+    where = f"{host}:{info.get('port') or 5432}" if info.get("host") else host
+    lines = str(exc).strip().splitlines()
+    reason = lines[0].rpartition("failed: ")[2].strip() if lines else type(exc).__name__
+    reason = reason.removeprefix("FATAL:").strip() or type(exc).__name__
+    password = str(info.get("password") or "")
+    if password:
+        reason = reason.replace(password, "***")
+    return f"cannot connect to PostgreSQL at {where}: {reason[:1].lower()}{reason[1:200]}"
+
+
 #: What a prepared statement that is not on this server connection (or one that already is)
 #: raises: the statement did not run.
 _NEVER_AUTOMATICALLY = 2**31
@@ -121,10 +140,13 @@ class PostgresStore(SqlJobStore):
         # No automatic preparing (None would refuse prepare=True too): only the hot
         # statements are prepared (_execute), and none once a pooler in transaction mode
         # showed up.
-        return psycopg.Connection.connect(
-            self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10,
-            prepare_threshold=_NEVER_AUTOMATICALLY,
-        )
+        try:
+            return psycopg.Connection.connect(
+                self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10,
+                prepare_threshold=_NEVER_AUTOMATICALLY,
+            )
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(connect_failure(self._dsn, exc)) from None
 
     def _execute(
         self, conn: psycopg.Connection[Any], query: str, params: dict[str, Any]

@@ -28,6 +28,11 @@ def _job_rows(tmp_path: Path) -> int:
     return int(query(_db_url(tmp_path), "SELECT count(*) FROM background_jobs")[0][0])
 
 
+def _upgrade(tmp_path: Path) -> None:
+    done = run_cli(["db", "upgrade"], {"GOCHAT_DATABASE_URL": _db_url(tmp_path)}, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
 def _assert_one_line_error(result: subprocess.CompletedProcess[str], expect: str) -> str:
     stderr = result.stderr
     assert result.returncode == 2, f"exit {result.returncode}\nstdout={result.stdout}\nstderr={stderr}"
@@ -46,6 +51,7 @@ class BadInput:
     expect: str  # a piece of the one-line message
     env: dict[str, str] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)  # name -> content, in tmp_path
+    upgraded: bool = False  # run against a database made by 'gochatd db upgrade'
 
 
 BAD_INPUTS: dict[str, BadInput] = {
@@ -84,8 +90,8 @@ BAD_INPUTS: dict[str, BadInput] = {
         ["enqueue", "sys:noop", "--payload", json.dumps({"text": "x" * 200})], "over the limit",
         env={"GOCHAT_WORKER_MAX_PAYLOAD_BYTES": "64"},
     ),
-    "show-missing-job": BadInput(["jobs", "show", "999999"], "not found"),
-    "retry-missing-job": BadInput(["jobs", "retry", "999999"], "not found"),
+    "show-missing-job": BadInput(["jobs", "show", "999999"], "not found", upgraded=True),
+    "retry-missing-job": BadInput(["jobs", "retry", "999999"], "not found", upgraded=True),
     "show-bad-id": BadInput(["jobs", "show", "abc"], "job id"),
     "list-bad-status": BadInput(["jobs", "list", "--status", "finished"], "--status"),
     "bad-database-scheme": BadInput(
@@ -99,6 +105,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, case: B
     for name, content in case.files.items():
         (tmp_path / name).write_text(content, encoding="utf-8")
     env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path), **case.env}
+    if case.upgraded:
+        _upgrade(tmp_path)
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
     result = run_cli(args, env, cwd=tmp_path)
     _assert_one_line_error(result, case.expect)
@@ -107,6 +115,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, case: B
 
 def test_retry_of_a_queued_job_is_refused(tmp_path: Path) -> None:
     env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path)}
+    _upgrade(tmp_path)
     created = run_cli(["enqueue", "sys:noop"], env, cwd=tmp_path)
     assert created.returncode == 0, created.stderr
     job_id = json.loads(created.stdout)["id"]
@@ -152,6 +161,7 @@ def test_config_check_masks_passwords(tmp_path: Path, via: str) -> None:
 
 def test_enqueue_with_idempotency_key(tmp_path: Path) -> None:
     env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path)}
+    _upgrade(tmp_path)
     args = ["enqueue", "sys:noop", "--idempotency-key", "order-42", "--payload", '{"n": 1}']
     first = run_cli(args, env, cwd=tmp_path)
     assert first.returncode == 0, first.stderr

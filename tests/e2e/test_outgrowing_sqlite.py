@@ -74,5 +74,17 @@ def test_a_running_sqlite_deployment_moves_to_postgres(
     status = run_cli(["migrate", "status", "--from", "sqlite:///gochatd.db"], env, cwd=tmp_path)
     assert status.returncode == 0 and "destination" in status.stdout
     assert "1 of 1 live" in status.stdout  # the daemon acknowledged the route
+
+    # Rolling back one tenant of the --all move says what happened, and changes nothing.
+    back = ["migrate", "rollback", "--from", "sqlite:///gochatd.db", "--to", fresh_pg_url,
+            "--tenants", "default"]
+    preview = run_cli([*back, "--dry-run"], env, cwd=tmp_path)
+    assert preview.returncode == 0, preview.stderr
+    assert "would refuse: every tenant was moved together (--all)" in preview.stdout
+    refused = run_cli(back, env, cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert refused.stderr.splitlines() == [
+        "gochatd: tenant 'default': nothing to roll back: every tenant was moved together "
+        "(--all), not this tenant alone; roll back with --all"]
     assert daemon.stop() == 0
     daemon.assert_clean_output()

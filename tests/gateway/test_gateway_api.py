@@ -208,7 +208,7 @@ async def test_a_separate_gateway_listener(sqlite_stack: Stack) -> None:
             response = await gateway.post("/v1/jobs", json=job_body(), headers=auth("nope"))
             assert assert_json_error(response, 401) == "unauthorized"
         response = await admin.http.post("/v1/jobs", json=job_body(), headers=auth(KEY_A))
-        assert assert_json_error(response, 405) == "method_not_allowed"
+        assert assert_json_error(response, 404) == "gateway_not_here"
         assert [j["id"] for j in await _jobs(admin)] == [created.json()["job"]["id"]]
 
 

@@ -91,7 +91,10 @@ async def test_no_gateway_with_worker_only(
     async with httpx.AsyncClient(timeout=10.0) as http:
         response = await http.post(f"{daemon_admin_url(worker)}/v1/jobs", json=job_body(),
                                    headers=auth(KEY_A))
-        assert response.status_code == 405, response.text
+        # Not 405: the path exists (GET lists jobs), and the answer says why POST does not.
+        assert response.status_code == 404, response.text
+        assert response.json()["error"]["code"] == "gateway_off", response.text
+        assert "gateway is off" in response.json()["error"]["message"]
         response = await http.post(f"{daemon_admin_url(full)}/v1/jobs", json=job_body(),
                                    headers=auth(KEY_A))
         assert response.status_code == 201, response.text

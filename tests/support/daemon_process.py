@@ -1,5 +1,5 @@
 """Real ``gochatd`` processes for end-to-end tests: started with an explicit environment,
-JSON log on stdout redirected to a file, readiness read from that log, signals, kill -9 and
+JSON log (stderr) redirected to a file, readiness read from that log, signals, kill -9 and
 bounded waits. Nothing here sleeps to synchronise: every wait polls with a deadline."""
 
 from __future__ import annotations
@@ -74,8 +74,8 @@ def assert_clean(text: str, who: str = "output") -> None:
 
 
 class DaemonProcess:
-    """One ``gochatd`` process. stdout (the JSON log) goes to ``<name>.log``, stderr to
-    ``<name>.err``, both in ``workdir``."""
+    """One ``gochatd`` process. stderr (the JSON log) goes to ``<name>.log``, stdout (where
+    the daemon prints nothing) to ``<name>.out``, both in ``workdir``."""
 
     def __init__(
         self,
@@ -91,7 +91,7 @@ class DaemonProcess:
         self.env = child_env(env)
         self.cwd = cwd
         self.log_path = workdir / f"{name}.log"
-        self.err_path = workdir / f"{name}.err"
+        self.out_path = workdir / f"{name}.out"
         self.proc: subprocess.Popen[bytes] | None = None
         self._files: list[IO[bytes]] = []
 
@@ -99,12 +99,12 @@ class DaemonProcess:
 
     def start(self) -> DaemonProcess:
         assert self.proc is None, "already started"
-        out = self.log_path.open("wb")
-        err = self.err_path.open("wb")
-        self._files = [out, err]
+        log = self.log_path.open("wb")
+        out = self.out_path.open("wb")
+        self._files = [log, out]
         self.proc = subprocess.Popen(
             self.args, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=err, start_new_session=True,
+            stderr=log, start_new_session=True,
         )
         return self
 
@@ -161,11 +161,16 @@ class DaemonProcess:
     def log_text(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace") if self.log_path.exists() else ""
 
-    def err_text(self) -> str:
-        return self.err_path.read_text(encoding="utf-8", errors="replace") if self.err_path.exists() else ""
+    def out_text(self) -> str:
+        """What the process printed besides its log (stdout): nothing, for a daemon."""
+        return self.out_path.read_text(encoding="utf-8", errors="replace") if self.out_path.exists() else ""
+
+    #: The output that is not the log (the name predates the log's move to stderr).
+    err_text = out_text
 
     def output(self) -> str:
-        return f"--- {self.name} stdout ---\n{self.log_text()}--- {self.name} stderr ---\n{self.err_text()}"
+        return (f"--- {self.name} log (stderr) ---\n{self.log_text()}"
+                f"--- {self.name} stdout ---\n{self.out_text()}")
 
     def events(self, name: str | None = None) -> list[dict[str, Any]]:
         """Parsed JSON log events (non-JSON lines are skipped), optionally of one name."""
@@ -213,7 +218,7 @@ class DaemonProcess:
 
     def assert_clean_output(self) -> None:
         assert_clean(self.log_text(), f"{self.name} log")
-        assert_clean(self.err_text(), f"{self.name} stderr")
+        assert_clean(self.out_text(), f"{self.name} stdout")
 
 
 class DaemonFactory:
