@@ -67,9 +67,8 @@ from gochatd.registry import REGISTRY, Registry
 from gochatd.retry import Backoff
 from gochatd.runner import ActiveJob, RunPolicy, StopReason, execute
 from gochatd.sdnotify import Notifier
-from gochatd.store import open_routed_store
+from gochatd.store import RoutingStore, open_routed_store
 from gochatd.store.presence import require_schema, sqlite_file
-from gochatd.store.router import RoutedStore
 from gochatd.store.startup import open_until_connected
 from gochatd.wakeup import Wakeup
 
@@ -107,7 +106,7 @@ class Worker:
         self.worker_id = settings.effective_worker_id()
         self.migrate_on_start = migrate or settings.database_url.startswith("sqlite:")
         self._reload_args = reload_args
-        self.store: RoutedStore = open_routed_store(
+        self.store: RoutingStore = open_routed_store(
             settings.database_url, pool_size=settings.worker_db_pool_size)
         self.streams: RedisStreams | None = None
         self.client = Client(

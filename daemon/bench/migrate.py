@@ -27,6 +27,7 @@ import trio
 
 from gochatd.bench.migrate_overhead import run_overhead
 from gochatd.bench.options import BenchOptions
+from gochatd.bench.queries import bench_queries
 from gochatd.bench.report import Report, progress
 from gochatd.bench.scratch import scratch_database
 from gochatd.migrate.backends import Database, parse_endpoint
@@ -37,7 +38,6 @@ from gochatd.migrate.schema import check_destination
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES
 from gochatd.store import open_store
-from gochatd.store.queries import load_queries
 from gochatd.store.routes import EVERY_TENANT
 
 T = TypeVar("T")
@@ -75,7 +75,7 @@ class _Move:
         self.source = Database(parse_endpoint("source", source_url))
         self.destination = Database(parse_endpoint("destination", destination_url))
         self.jobs = jobs
-        self.q = load_queries("sqlite")
+        self.q = bench_queries("sqlite")
         self.stop = threading.Event()
 
     async def _step(self, fn: Callable[[], T]) -> T:

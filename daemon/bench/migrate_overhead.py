@@ -26,6 +26,7 @@ import psycopg
 import trio
 
 from gochatd.bench.options import BenchOptions
+from gochatd.bench.queries import bench_queries
 from gochatd.bench.report import Report, progress
 from gochatd.bench.scratch import scratch_database
 from gochatd.bench.stats import percentile
@@ -33,7 +34,6 @@ from gochatd.migrate.backends import Database, parse_endpoint, sqlite_path
 from gochatd.migrate.routes import prepare_source, set_route
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore, open_store
-from gochatd.store.queries import load_queries
 from gochatd.store.routes import RouteState
 
 VARIANTS = ("untracked", "shipped", "tracking")
@@ -89,7 +89,7 @@ async def _measure(opts: BenchOptions, dialect: str) -> dict[str, Any]:
 
 def _prepare(url: str, variant: str) -> None:
     if variant == "untracked":
-        script = load_queries("postgres" if url.startswith("postgres") else "sqlite")[
+        script = bench_queries("postgres" if url.startswith("postgres") else "sqlite")[
             "bench_migrate_untracked"]
         if url.startswith("postgres"):
             # No parameters: psycopg sends the script as one simple query.

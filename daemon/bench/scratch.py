@@ -18,9 +18,9 @@ from typing import Any
 import psycopg
 import trio
 
+from gochatd.bench.queries import bench_queries
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.redact import mask_url
-from gochatd.store.queries import load_queries
 from gochatd.store.sqlite import SqliteStore
 
 
@@ -96,7 +96,7 @@ class Probe:
     def __init__(self, database_url: str) -> None:
         self.url = database_url
         self.dialect = "sqlite" if database_url.startswith("sqlite:") else "postgres"
-        self._queries = load_queries(self.dialect)
+        self._queries = bench_queries(self.dialect)
         self._pg: psycopg.Connection[Any] | None = None
         self._sqlite: sqlite3.Connection | None = None
 

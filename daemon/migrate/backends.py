@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +26,8 @@ from gochatd.errors import UserError
 from gochatd.migrate.canonical import Row, decode_row, utc_to_epoch
 from gochatd.migrate.tables import Table
 from gochatd.redact import mask_url
-from gochatd.store.queries import SQLITE_NOW
+from gochatd.store.queries import load_queries
 
-_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _SQLITE_BUSY_MS = 5000
 _PG_MAX_PARAMS = 65_535
 
@@ -40,16 +37,8 @@ class MigrateError(UserError):
 
 
 @cache
-def _queries(dialect: str) -> dict[str, str]:
-    text = resources.files("gochatd.sql").joinpath(dialect, "migrate.sql").read_text("utf-8")
-    parts = _NAME.split(text)
-    return {name: body.strip().rstrip(";").strip().replace("{now}", SQLITE_NOW)
-            for name, body in zip(parts[1::2], parts[2::2], strict=True)}
-
-
-@cache
 def query(dialect: str, name: str, table: Table | None = None) -> str:
-    sql = _queries(dialect)[name]
+    sql = load_queries(dialect, "migrate.sql")[name]
     if table is None:
         return sql
     mark = "%s" if dialect == "postgres" else "?"

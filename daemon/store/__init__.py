@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from gochatd.errors import ConfigError
-from gochatd.store.base import JobStore
-
-if TYPE_CHECKING:
-    from gochatd.store.router import RoutedStore
+from gochatd.store.base import JobStore, RoutingStore
 
 
 def open_store(database_url: str, *, pool_size: int = 8) -> JobStore:
@@ -24,11 +21,12 @@ def open_store(database_url: str, *, pool_size: int = 8) -> JobStore:
     raise ConfigError("database_url: scheme must be postgresql:// or sqlite:///")
 
 
-def open_routed_store(database_url: str, *, pool_size: int = 8) -> RoutedStore:
+def open_routed_store(database_url: str, *, pool_size: int = 8) -> RoutingStore:
     """The store the daemon and its tools use: the home database, plus the destinations of
     tenants that ``gochatd migrate`` moved (store/router.py). Identical to the plain store
     while no route exists."""
-    from gochatd.store.router import RoutedStore, ScopedStore
+    from gochatd.store.router import RoutedStore
+    from gochatd.store.router_base import ScopedStore
 
     def sql_store(url: str, size: int) -> ScopedStore:
         return cast("ScopedStore", open_store(url, pool_size=size))
@@ -37,4 +35,4 @@ def open_routed_store(database_url: str, *, pool_size: int = 8) -> RoutedStore:
                        lambda url: sql_store(url, max(2, pool_size // 2)))
 
 
-__all__ = ["JobStore", "open_routed_store", "open_store"]
+__all__ = ["JobStore", "RoutingStore", "open_routed_store", "open_store"]

@@ -25,6 +25,7 @@ from gochatd.model import (
 from gochatd.store.job_types import JobTypeStore
 from gochatd.store.outbox import OutboxStore
 from gochatd.store.periodic_slots import PeriodicSlotStore
+from gochatd.store.routes import RouteTable
 
 
 class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
@@ -175,3 +176,18 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
     async def wait_for_notification(self, timeout_s: float) -> bool:
         """Block until another process announces new work, or the timeout. False on timeout."""
         ...
+
+
+class RoutingStore(JobStore, Protocol):
+    """The store the daemon runs on: a ``JobStore`` that also follows the tenant routes of a
+    live migration (store/router.py; docs/migrate.md). Without routes it is the plain store."""
+
+    async def refresh_routes(self, *, force: bool = False) -> RouteTable:
+        """Re-read the routes if they changed (opening the destinations they name)."""
+        ...
+
+    async def ack_routes(self, worker_id: str, version: int) -> None:
+        """Tell the migrator's barrier this daemon follows route ``version``."""
+        ...
+
+    async def forget_route_ack(self, worker_id: str) -> None: ...

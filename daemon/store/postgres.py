@@ -38,7 +38,6 @@ from gochatd.store.periodic_slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
-from gochatd.store.scope import scoped_queries
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import pg_claim_limited
 
@@ -122,10 +121,10 @@ class PostgresStore(SqlJobStore):
 
     dialect = "postgres"
     has_notifications = True
-    _scoped_queries = scoped_queries(Q)
 
     def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
         self._dsn = dsn
+        self._init_scope()
         self._pool = connection_pool("gochatd-pg", self._connect, pool_size)
         self._listener: Listener | None = None
         #: Hot statements are prepared on the server until a pooler shows it cannot be.
@@ -196,7 +195,8 @@ class PostgresStore(SqlJobStore):
             raise translated from None
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        query, params = Q[name], self._scoped(name, params)
+        queries = self._queries
+        query, params = queries.sql[name], queries.params(params)
 
         def _run(conn: psycopg.Connection[Any]) -> list[Any]:
             cur = self._execute(conn, query, params)
@@ -354,8 +354,8 @@ class PostgresStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
-        scope, aging_s = self._scope_params(), self.priority_aging_s
-        query = Q["claim_due_jobs"]
+        queries, aging_s = self._queries, self.priority_aging_s
+        query = queries.sql["claim_due_jobs"]
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             rows: list[tuple[Any, ...]] = []
@@ -363,8 +363,8 @@ class PostgresStore(SqlJobStore):
                 want = limit - len(rows)
                 if want <= 0:
                     break
-                params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
-                          "aging_s": aging_s, **scope}
+                params = queries.params({"queue": queue, "limit": want, "owner": owner,
+                                         "lease_s": lease_s, "aging_s": aging_s})
                 rows.extend(self._execute(conn, query, params).fetchall())
             return rows
 
@@ -374,12 +374,12 @@ class PostgresStore(SqlJobStore):
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits, scope = dict(self.tenant_limits), self._scope_params()
+        limits, queries = dict(self.tenant_limits), self._queries
         aging_s = self.priority_aging_s
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             return pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                    backlog=backlog, scope=scope, aging_s=aging_s)
+                                    backlog=backlog, queries=queries, aging_s=aging_s)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

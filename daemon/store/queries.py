@@ -1,4 +1,11 @@
-"""Named SQL queries and numbered migrations, loaded from the ``gochatd.sql`` package."""
+"""Named SQL queries and numbered migrations: the one loader of every ``.sql`` file.
+
+A query file is plain SQL in blocks, each starting with a ``-- name: <name>`` line; every
+block runs as written, with only the driver's parameters (``%(name)s`` for psycopg, ``:name``
+for sqlite3). The store's files are ``sql/<dialect>/queries.sql`` (what a database serving
+every tenant runs) and ``queries_scoped.sql`` (the same names with the tenant-scope clause,
+store/scope.py); ``gochatd migrate`` has ``migrate.sql`` and the bench its own files.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 JOB_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "job_type", "queue", "payload", "status", "priority", "attempts",
@@ -14,49 +22,43 @@ JOB_COLUMNS: tuple[str, ...] = (
     "completed_at", "dispatched_at", "traceparent", "cancel_requested",
 )
 
-#: The reply_outbox columns the outbox store decodes, in order ({outbox_columns}).
+#: The reply_outbox columns the outbox store decodes, in order.
 OUTBOX_COLUMNS: tuple[str, ...] = (
     "id", "tenant_id", "job_id", "channel", "recipient", "body", "dedupe_key", "status",
     "attempts", "next_attempt_at", "lease_owner", "lease_expires_at", "provider_message_id",
     "error_class", "created_at", "updated_at", "sent_at",
 )
 
-#: SQLite's clock as epoch seconds with millisecond precision.
+#: SQLite's clock as epoch seconds with millisecond precision (written out in the .sql files).
 SQLITE_NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_(\w+)\.up\.sql$")
 
 
-@cache
-def load_queries(dialect: str) -> dict[str, str]:
-    text = resources.files("gochatd.sql").joinpath(dialect, "queries.sql").read_text("utf-8")
+def parse_queries(text: str) -> dict[str, str]:
+    """The named blocks of one file. A block's text ends at its last line of SQL (comment
+    lines after it introduce the next section) and loses its final ``;``."""
     parts = _NAME.split(text)
     queries: dict[str, str] = {}
-    cols = ", ".join(JOB_COLUMNS)
-    cols_j = ", ".join(f"j.{c}" for c in JOB_COLUMNS)
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
-        sql = body.strip().rstrip(";").strip()
-        sql = sql.replace("{job_columns_j}", cols_j).replace("{job_columns}", cols)
-        sql = sql.replace("{outbox_columns_o}", ", ".join(f"o.{c}" for c in OUTBOX_COLUMNS))
-        sql = sql.replace("{outbox_columns}", ", ".join(OUTBOX_COLUMNS))
-        queries[name] = sql.replace("{now}", SQLITE_NOW)
-    # Blocks named "_…" are fragments that other queries include as {_name}.
-    fragments = {
-        name: "\n".join(line for line in sql.splitlines() if not line.startswith("--"))
-        for name, sql in queries.items() if name.startswith("_")
-    }
-    for name, sql in queries.items():
-        # A fragment may include another (_finish_update includes _in_tenant_scope).
-        for _ in range(len(fragments) + 1):
-            expanded = sql
-            for fragment, text in fragments.items():
-                expanded = expanded.replace("{" + fragment + "}", text)
-            if expanded == sql:
-                break
-            sql = expanded
-        queries[name] = sql
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        lines = body.strip().splitlines()
+        while lines and (not lines[-1].strip() or lines[-1].lstrip().startswith("--")):
+            lines.pop()
+        queries[name] = "\n".join(lines).rstrip().rstrip(";").rstrip()
     return queries
+
+
+def read_queries(file: Traversable) -> dict[str, str]:
+    return parse_queries(file.read_text("utf-8"))
+
+
+@cache
+def load_queries(dialect: str, filename: str = "queries.sql") -> dict[str, str]:
+    """``sql/<dialect>/<filename>``, parsed once per process."""
+    return read_queries(resources.files("gochatd.sql").joinpath(dialect, filename))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class Migration:
 
 @cache
 def load_migrations(dialect: str) -> tuple[Migration, ...]:
+    """The numbered ``NNNN_name.up.sql`` files, in order. Migrations are forward-only
+    (docs/schema.md): there are no down files."""
     folder = resources.files("gochatd.sql").joinpath(dialect)
     found = []
     for entry in folder.iterdir():

@@ -1,10 +1,13 @@
-"""Which tenants' rows one SQL store acts on (``SqlJobStore.tenant_scope``).
+"""Which tenants' rows one SQL store acts on (``SqlJobStore.tenant_scope``), and so which
+set of named queries it runs.
 
 During a live tenant migration the routed store runs several ``SqlJobStore``s (the home
 database and the destinations); each must claim, reap, dispatch, count and finish only the
 tenants routed to it, even though the home database still holds the moved tenants' rows.
-The scope travels as two parameters of every query that includes the ``{_in_tenant_scope}``
-fragment (sql/<dialect>/queries.sql): ``scope_only`` and ``scope_tenants``.
+A store whose scope is every tenant (``ALL``: always, outside a move) runs the plain
+``sql/<dialect>/queries.sql``, with no tenant clause at all. Any other scope switches it to
+``queries_scoped.sql`` laid over the plain set: the same names, each with the clause, and
+two more parameters, ``scope_only`` and ``scope_tenants``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
+
+from gochatd.store.queries import load_queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,12 +61,36 @@ class TenantScope:
 ALL = TenantScope.all_except(())
 
 
-def scoped_queries(queries: Mapping[str, str]) -> frozenset[str]:
-    """The names of the queries that take the scope parameters, found once at import."""
-    return frozenset(
-        name for name, text in queries.items()
-        if "scope_only" in text and not name.startswith("_")
-    )
+@dataclass(frozen=True, slots=True)
+class QuerySet:
+    """The queries one store runs under one scope, and the parameters the scope adds to each
+    (none for ``ALL``). Replaced wholesale with the scope: an operation reads it once, so all
+    its statements run under one scope even if the router swaps it meanwhile."""
+
+    sql: Mapping[str, str]
+    args: Mapping[str, Any]
+
+    def params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` plus the scope's (drivers ignore parameters a statement does not name)."""
+        return {**params, **self.args} if self.args else params
 
 
-__all__ = ["ALL", "TenantScope", "scoped_queries"]
+@cache
+def _scoped_sql(dialect: str) -> Mapping[str, str]:
+    plain = load_queries(dialect)
+    scoped = load_queries(dialect, "queries_scoped.sql")
+    unknown = set(scoped) - set(plain)
+    if unknown:
+        raise ValueError(f"queries_scoped.sql has no plain twin for {sorted(unknown)}")
+    return {**plain, **scoped}
+
+
+def query_set(dialect: str, scope: TenantScope) -> QuerySet:
+    if scope.is_all:
+        return _PLAIN[dialect]
+    return QuerySet(_scoped_sql(dialect), scope.params[dialect])
+
+
+_PLAIN = {d: QuerySet(load_queries(d), {}) for d in ("postgres", "sqlite")}
+
+__all__ = ["ALL", "QuerySet", "TenantScope", "query_set"]

@@ -2,7 +2,7 @@
 
 A backend supplies how to run a named query (``_read``/``_write``), how to pass a list
 (PostgreSQL arrays, SQLite JSON) and how to decode a job row; the SQL itself lives in
-``sql/<dialect>/queries.sql`` under the same names.
+``sql/<dialect>/queries.sql`` (and ``queries_scoped.sql``) under the same names.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from gochatd.store.outbox import SqlOutboxOps
 from gochatd.store.periodic_slots import SqlPeriodicOps
 from gochatd.store.routes import SqlRouteOps
 from gochatd.store.rows import ref_from_row
-from gochatd.store.scope import ALL, TenantScope
+from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 
 
 class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
@@ -69,22 +69,24 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
     tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
     #: worker.priority_aging_s, set by the worker (docs/priority.md).
     priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
-    #: The tenants this store acts on (store/scope.py); the router narrows it during a live
-    #: migration. Replaced wholesale, never mutated.
-    tenant_scope: TenantScope = ALL
-    #: The backend's queries that include {_in_tenant_scope} (scope.scoped_queries).
-    _scoped_queries: frozenset[str] = frozenset()
+    #: The queries this store runs now: the plain set while it serves every tenant, the
+    #: scoped one while it serves some (store/scope.py). Replaced with ``tenant_scope``.
+    _queries: QuerySet
 
-    def _scope_params(self) -> Mapping[str, Any]:
-        """The scope as this dialect's query parameters; read once per operation, so one
-        operation's statements share one scope even if the router swaps it meanwhile."""
-        return self.tenant_scope.params[self.dialect]
+    @property
+    def tenant_scope(self) -> TenantScope:
+        """The tenants this store acts on; the router narrows it during a live migration.
+        Replaced wholesale, never mutated."""
+        return self._scope
 
-    def _scoped(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` plus the scope when query ``name`` takes it (every _read/_write)."""
-        if name in self._scoped_queries:
-            return {**params, **self.tenant_scope.params[self.dialect]}
-        return params
+    @tenant_scope.setter
+    def tenant_scope(self, scope: TenantScope) -> None:
+        self._queries = query_set(self.dialect, scope)  # first: a reader sees both or neither
+        self._scope = scope
+
+    def _init_scope(self) -> None:
+        self._scope = ALL
+        self._queries = query_set(self.dialect, ALL)
 
     async def _claim_limited(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,

@@ -38,7 +38,6 @@ from gochatd.store.outbox import reply_rows
 from gochatd.store.periodic_slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
-from gochatd.store.scope import scoped_queries
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import sqlite_claim_limited
 
@@ -53,10 +52,10 @@ _MOVED_MARK = "rows were moved to another database"
 class SqliteStore(SqlJobStore):
     dialect = "sqlite"
     has_notifications = True
-    _scoped_queries = scoped_queries(Q)
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._init_scope()
         #: One thread owns the one connection (SQLite serialises writers anyway).
         self._pool: Handoff[sqlite3.Connection] = Handoff(
             "gochatd-sqlite", self._connect, _close_connection, size=1
@@ -91,12 +90,14 @@ class SqliteStore(SqlJobStore):
         return await self._pool.run(call)
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        params = self._scoped(name, params)
-        return await self._run(lambda conn: conn.execute(Q[name], params).fetchall())
+        queries = self._queries
+        query, params = queries.sql[name], queries.params(params)
+        return await self._run(lambda conn: conn.execute(query, params).fetchall())
 
     async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        params = self._scoped(name, params)
-        return await self._run(lambda conn: _in_transaction(conn, Q[name], params))
+        queries = self._queries
+        query, params = queries.sql[name], queries.params(params)
+        return await self._run(lambda conn: _in_transaction(conn, query, params))
 
     def _list(self, values: Sequence[Any]) -> Any:
         return json.dumps(list(values))
@@ -116,13 +117,14 @@ class SqliteStore(SqlJobStore):
         return {"leases": json.dumps([[x.job_id, x.fence] for x in leases])}
 
     async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
-        params = self._scoped("finish_jobs", self._finish_params(finishes))
+        queries = self._queries
+        finish, params = queries.sql["finish_jobs"], queries.params(self._finish_params(finishes))
         replies = reply_rows(finishes)
 
         def _finish(conn: sqlite3.Connection) -> set[int]:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                applied = {int(r[0]) for r in conn.execute(Q["finish_jobs"], params).fetchall()}
+                applied = {int(r[0]) for r in conn.execute(finish, params).fetchall()}
                 # Only the completions that applied in this very transaction.
                 mine = [list(r) for r in replies if r[0] in applied]
                 if mine:
@@ -266,7 +268,8 @@ class SqliteStore(SqlJobStore):
             return []
         if self.tenant_limits:
             return await self._claim_limited(None, queues, limit, owner, lease_s)
-        scope, aging_s = self._scope_params(), self.priority_aging_s
+        queries, aging_s = self._queries, self.priority_aging_s
+        query = queries.sql["claim_due_jobs"]
 
         def _claim(conn: sqlite3.Connection) -> list[Any]:
             rows: list[Any] = []
@@ -276,9 +279,10 @@ class SqliteStore(SqlJobStore):
                     want = limit - len(rows)
                     if want <= 0:
                         break
-                    params = {"queue": queue, "limit": want, "owner": owner, "lease_s": lease_s,
-                              "aging_s": aging_s, "skip_tenants": "[]", **scope}
-                    rows.extend(conn.execute(Q["claim_due_jobs"], params).fetchall())
+                    params = queries.params({"queue": queue, "limit": want, "owner": owner,
+                                             "lease_s": lease_s, "aging_s": aging_s,
+                                             "skip_tenants": "[]"})
+                    rows.extend(conn.execute(query, params).fetchall())
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -291,11 +295,11 @@ class SqliteStore(SqlJobStore):
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits, scope = dict(self.tenant_limits), self._scope_params()
+        limits, queries = dict(self.tenant_limits), self._queries
         aging_s = self.priority_aging_s
         rows = await self._run(
             lambda conn: sqlite_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog, scope=scope, aging_s=aging_s)
+                                              backlog=backlog, queries=queries, aging_s=aging_s)
         )
         return [self._claimed(r, owner) for r in rows]
 

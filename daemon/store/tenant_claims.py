@@ -10,8 +10,8 @@ running jobs. Without limited tenants among the ids the plain ``claim_jobs`` run
 A delivered id refused for its tenant's limit stays queued: its stream entry is acked like
 any other unclaimed one, and the sweep (streams) or the next poll claims it once a slot frees.
 
-The functions run on the driver's side of the bridge (one crossing per claim). ``scope`` is
-the store's tenant scope as query parameters (store/scope.py): every query here takes it.
+The functions run on the driver's side of the bridge (one crossing per claim). ``queries`` is
+the store's query set under its tenant scope (store/scope.py), read once per claim.
 """
 
 from __future__ import annotations
@@ -23,23 +23,21 @@ from typing import Any
 
 from psycopg import Connection
 
-from gochatd.store.queries import load_queries
-
-PG = load_queries("postgres")
-SQLITE = load_queries("sqlite")
+from gochatd.store.scope import QuerySet
 
 
 def pg_claim_limited(
     conn: Connection[Any], limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
-    scope: Mapping[str, Any], aging_s: float,
+    queries: QuerySet, aging_s: float,
 ) -> list[tuple[Any, ...]]:
     """``ids``: claim those; None: pick due jobs of ``queues`` first (with ``backlog``:
     only limited tenants' jobs)."""
     tenants, caps = list(limits), list(limits.values())
+    q, scope = queries.sql, queries.args
     with conn.transaction():
         if ids is None:
-            cur = conn.execute(PG["full_tenants"],
+            cur = conn.execute(q["full_tenants"],
                                      {"tenants": tenants, "limits": caps, **scope})
             full = [r[0] for r in cur.fetchall()]
             picked: list[int] = []
@@ -47,7 +45,7 @@ def pg_claim_limited(
                 open_ = [t for t in tenants if t not in full]
                 if not open_:
                     return []
-                cur = conn.execute(PG["pick_limited_due_job_ids"], {
+                cur = conn.execute(q["pick_limited_due_job_ids"], {
                     "open": open_, "queues": list(queues), "limit": limit, "aging_s": aging_s,
                     **scope})
                 picked = [int(r[0]) for r in cur.fetchall()]
@@ -55,23 +53,23 @@ def pg_claim_limited(
             for queue in queues:
                 if len(picked) >= limit:
                     break
-                cur = conn.execute(PG["pick_due_job_ids"], {
+                cur = conn.execute(q["pick_due_job_ids"], {
                     "queue": queue, "full": full, "limit": limit - len(picked),
                     "aging_s": aging_s, **scope})
                 picked.extend(int(r[0]) for r in cur.fetchall())
             ids = picked
         if not ids:
             return []
-        cur = conn.execute(PG["limited_tenants_of_jobs"],
+        cur = conn.execute(q["limited_tenants_of_jobs"],
                                  {"ids": list(ids), "tenants": tenants, **scope})
         involved = [r[0] for r in cur.fetchall()]
         if not involved:
-            cur = conn.execute(PG["claim_jobs"], {
+            cur = conn.execute(q["claim_jobs"], {
                 "ids": list(ids), "owner": owner, "lease_s": lease_s, **scope})
             return list(cur.fetchall())
         for tenant in involved:  # sorted by the query: a fixed lock order
-            conn.execute(PG["lock_tenant_claims"], {"tenant_id": tenant})
-        cur = conn.execute(PG["claim_jobs_limited"], {
+            conn.execute(q["lock_tenant_claims"], {"tenant_id": tenant})
+        cur = conn.execute(q["claim_jobs_limited"], {
             "ids": list(ids), "tenants": tenants, "limits": caps, "owner": owner,
             "lease_s": lease_s, "aging_s": aging_s, **scope})
         return list(cur.fetchall())
@@ -80,18 +78,19 @@ def pg_claim_limited(
 def sqlite_claim_limited(
     conn: sqlite3.Connection, limits: Mapping[str, int], ids: Sequence[int] | None,
     queues: Sequence[str], limit: int, owner: str, lease_s: float, *, backlog: bool = False,
-    scope: Mapping[str, Any], aging_s: float,
+    queries: QuerySet, aging_s: float,
 ) -> list[Any]:
     pairs = json.dumps([[t, n] for t, n in limits.items()])
+    q, scope = queries.sql, queries.args
     conn.execute("BEGIN IMMEDIATE")
     try:
         if ids is None:
-            full = [r[0] for r in conn.execute(SQLITE["full_tenants"],
+            full = [r[0] for r in conn.execute(q["full_tenants"],
                                                {"limits": pairs, **scope})]
             picked: list[int] = []
             if backlog:
                 open_ = [t for t in limits if t not in full]
-                cursor = conn.execute(SQLITE["pick_limited_due_job_ids"], {
+                cursor = conn.execute(q["pick_limited_due_job_ids"], {
                     "open": json.dumps(open_), "queues": json.dumps(list(queues)),
                     "limit": limit, "aging_s": aging_s, **scope})
                 picked = [int(r[0]) for r in cursor]
@@ -99,7 +98,7 @@ def sqlite_claim_limited(
             for queue in queues:
                 if len(picked) >= limit:
                     break
-                cursor = conn.execute(SQLITE["pick_due_job_ids"], {
+                cursor = conn.execute(q["pick_due_job_ids"], {
                     "queue": queue, "skip_tenants": json.dumps(full),
                     "limit": limit - len(picked), "aging_s": aging_s, **scope})
                 picked.extend(int(r[0]) for r in cursor)
@@ -108,7 +107,7 @@ def sqlite_claim_limited(
         if ids:
             params = {"ids": json.dumps(list(ids)), "owner": owner, "lease_s": lease_s,
                       "aging_s": aging_s, **scope}
-            rows = conn.execute(SQLITE["claim_jobs_limited"],
+            rows = conn.execute(q["claim_jobs_limited"],
                                 {**params, "limits": pairs}).fetchall()
     except BaseException:
         conn.execute("ROLLBACK")

@@ -1,5 +1,9 @@
--- Named queries for the PostgreSQL store. Each block starts with "-- name: <name>".
--- {job_columns} is replaced by the column list the store decodes.
+-- Named queries of the PostgreSQL store (daemon/store/). Each block starts with
+-- "-- name: <name>" and runs as written with psycopg's %(name)s parameters: paste it
+-- into psql with the parameters filled in. Queries return the columns JOB_COLUMNS /
+-- OUTBOX_COLUMNS (store/queries.py) decode, in that order.
+-- A database serving only some tenants (a live move, docs/migrate.md) runs the same
+-- names from queries_scoped.sql instead, which add the tenant-scope clause.
 
 -- name: enqueue_job
 -- queue and max_attempts left out (NULL): the values a daemon published for the type
@@ -19,10 +23,16 @@ SELECT %(tenant_id)s, %(job_type)s,
 FROM (SELECT COALESCE(%(scheduled_at)s::timestamptz,
                       now() + make_interval(secs => %(delay_s)s)) AS at) AS due
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-RETURNING {job_columns};
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
 
 -- name: find_idempotent_job
-SELECT {job_columns},
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested,
        (job_type = %(job_type)s AND payload = %(payload)s::jsonb) AS same_job
 FROM background_jobs
 WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
@@ -40,8 +50,11 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
-  AND {_in_tenant_scope}
-RETURNING {job_columns_j};
+RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
+       j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
+       j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
+       j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
+       j.cancel_requested;
 
 -- name: claim_delivered_jobs
 -- Streams mode: the ids a batch of stream entries named, by primary key like claim_jobs, in
@@ -67,15 +80,18 @@ WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
-  AND {_in_tenant_scope}
-RETURNING {job_columns_j};
+RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
+       j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
+       j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
+       j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
+       j.cancel_requested;
 
--- name: _waiting_priorities
--- A fragment (a recursive CTE): the distinct priorities of %(queue)s's waiting jobs, lowest
--- first, then a NULL row. A loose index scan: one descent of background_jobs_claimable_idx
--- per priority, read backwards, so each lands on the newest entry of its priority and never
--- walks the dead entries that claims leave at the oldest end.
-priorities(p) AS (
+-- name: claim_due_jobs
+-- The polling claim, in the rule's order: the first %(limit)s due jobs of each priority
+-- (index order within a priority is due order), locked, then the best %(limit)s of those by
+-- rank_at (due time minus priority * aging_s: waiting aging_s seconds is worth one priority
+-- step; docs/priority.md). One priority (the common case) costs what ORDER BY ... LIMIT did.
+WITH RECURSIVE priorities(p) AS (
     (SELECT priority FROM background_jobs
      WHERE queue = %(queue)s AND status IN ('queued', 'retrying')
      ORDER BY priority LIMIT 1)
@@ -85,25 +101,13 @@ priorities(p) AS (
               AND b.priority > priorities.p
             ORDER BY b.priority LIMIT 1)
     FROM priorities WHERE priorities.p IS NOT NULL
-)
-
--- name: _rank_at
--- A fragment: the rule's sort key (docs/priority.md). Waiting aging_s seconds is worth one
--- priority step, so a job ranks as if it had been due priority * aging_s seconds earlier.
-(b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8))
-
--- name: claim_due_jobs
--- The polling claim, in the rule's order: the first %(limit)s due jobs of each priority
--- (index order within a priority is due order), locked, then the best %(limit)s of those by
--- _rank_at. One priority (the common case) costs what ORDER BY ... LIMIT did.
-WITH RECURSIVE {_waiting_priorities}, heads AS MATERIALIZED (
+), heads AS MATERIALIZED (
     SELECT h.id, h.rank_at, h.scheduled_at
     FROM priorities CROSS JOIN LATERAL (
-        SELECT b.id, b.scheduled_at, {_rank_at} AS rank_at
+        SELECT b.id, b.scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
-          AND {_in_tenant_scope}
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
@@ -116,20 +120,15 @@ SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
 FROM picked
 WHERE j.id = picked.id
-RETURNING {job_columns_j};
+RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
+       j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
+       j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
+       j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
+       j.cancel_requested;
 
--- name: _in_tenant_scope
--- A fragment: the row's tenant is one this store acts on (SqlJobStore.tenant_scope: during
--- a live tenant migration each database serves only the tenants routed to it). The store
--- passes scope_only and scope_tenants to every query that includes it; all_except(()) (no
--- tenants, scope_only false) is every tenant. Written as one CASE so that it stays a plain
--- filter: the indexes the query uses without it are the ones it uses with it.
-(CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
-      ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
-
--- name: _finish_update
--- A fragment (a leading "_"): the fenced compare-and-set that finish_jobs and
--- finish_jobs_with_replies share, without its RETURNING.
+-- name: finish_jobs
+-- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
+-- that were applied. A stale owner or fence matches no row and writes nothing.
 UPDATE background_jobs AS j
 SET status = u.status,
     attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
@@ -146,12 +145,6 @@ FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statu
             %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
      AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
 WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
-  AND {_in_tenant_scope}
-
--- name: finish_jobs
--- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
--- that were applied. A stale owner or fence matches no row and writes nothing.
-{_finish_update}
 RETURNING j.id;
 
 -- name: extend_leases
@@ -159,7 +152,6 @@ UPDATE background_jobs AS j
 SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS u(id, fence)
 WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status = 'running'
-  AND {_in_tenant_scope}
 RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
@@ -174,7 +166,6 @@ WITH expired AS MATERIALIZED (
                                              '-infinity'))
            OR (id > %(created_after_id)s AND lease_expires_at < now())
            OR lease_expires_at IS NULL)
-      AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE background_jobs
@@ -196,7 +187,6 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
-      AND {_in_tenant_scope}
     ORDER BY scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -215,7 +205,6 @@ WITH stale AS MATERIALIZED (
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
-      AND {_in_tenant_scope}
     ORDER BY dispatched_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -229,29 +218,32 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue = ANY(%(queues)s::text[])
-  AND {_in_tenant_scope};
+  AND queue = ANY(%(queues)s::text[]);
 
 -- name: next_due_in_s
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
-  AND {_in_tenant_scope};
+WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[]);
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
 
 -- name: get_job
-SELECT {job_columns} FROM background_jobs WHERE id = %(id)s AND {_in_tenant_scope};
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s;
 
 -- name: list_jobs
-SELECT {job_columns} FROM background_jobs
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
-  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -260,24 +252,31 @@ UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = %(id)s AND status IN ('dead', 'cancelled')
-  AND {_in_tenant_scope}
-RETURNING {job_columns};
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
 
 -- name: cancel_waiting_job
 UPDATE background_jobs
 SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
     dispatched_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status IN ('queued', 'retrying')
-  AND {_in_tenant_scope}
-RETURNING {job_columns};
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
 
 -- name: request_cancel_running_job
 UPDATE background_jobs SET cancel_requested = true, updated_at = now()
-WHERE id = %(id)s AND status = 'running' AND {_in_tenant_scope}
-RETURNING {job_columns};
+WHERE id = %(id)s AND status = 'running'
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
 
 -- name: count_jobs_by_status
-SELECT status, count(*) FROM background_jobs WHERE {_in_tenant_scope} GROUP BY status;
+SELECT status, count(*) FROM background_jobs GROUP BY status;
 
 -- name: pause_queue
 INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (%(queue)s, %(by)s)
@@ -302,7 +301,6 @@ SELECT queue,
            WHERE status IN ('queued', 'retrying') AND scheduled_at <= now())))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')
-  AND {_in_tenant_scope}
 GROUP BY queue;
 
 -- name: retry_dead_jobs
@@ -313,7 +311,6 @@ WITH picked AS MATERIALIZED (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
       AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
-      AND {_in_tenant_scope}
     ORDER BY id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -365,7 +362,11 @@ ORDER BY items.ord;
 -- name: find_idempotent_jobs
 -- The rows holding the keys of batch items that were not inserted, and whether each is the
 -- same job (type and payload) as the item.
-SELECT u.ord, {job_columns_j},
+SELECT u.ord, j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
+       j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
+       j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
+       j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
+       j.cancel_requested,
        (j.job_type = u.job_type AND j.payload = u.payload::jsonb) AS same_job
 FROM unnest(%(ords)s::bigint[], %(tenant_ids)s::text[], %(idempotency_keys)s::text[],
             %(job_types)s::text[], %(payloads)s::text[])
@@ -383,7 +384,6 @@ WITH doomed AS MATERIALIZED (
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND status = %(status)s
       AND updated_at < now() - make_interval(secs => %(older_than_s)s)
-      AND {_in_tenant_scope}
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -397,18 +397,32 @@ RETURNING j.id;
 SELECT count(*) FROM background_jobs
 WHERE status IN ('completed', 'dead', 'cancelled')
   AND status = %(status)s
-  AND updated_at < now() - make_interval(secs => %(older_than_s)s)
-  AND {_in_tenant_scope};
+  AND updated_at < now() - make_interval(secs => %(older_than_s)s);
 
 -- ---------------------------------------------------------------------------------------
--- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py). {outbox_columns} is the
--- column list OUTBOX_COLUMNS decodes. Sender writes are fenced by (lease_owner, attempts).
+-- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py).
+-- Sender writes are fenced by (lease_owner, attempts).
 
 -- name: finish_jobs_with_replies
 -- finish_jobs plus the replies of the completions that applied, in one statement: a stale
 -- owner or fence, or a job that did not complete, writes no reply.
 WITH done AS (
-    {_finish_update}
+    UPDATE background_jobs AS j
+    SET status = u.status,
+        attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        scheduled_at = CASE WHEN u.status = 'retrying'
+                            THEN now() + make_interval(secs => u.delay_s) ELSE j.scheduled_at END,
+        completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
+        failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
+        error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                           THEN u.error_class END,  -- a completion clears the error
+        last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                          THEN u.last_error END,
+        lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
+                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
+         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
+    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
     RETURNING j.id, j.tenant_id, j.status
 ), added AS (
     INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key)
@@ -428,7 +442,6 @@ WITH picked AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'pending' AND next_attempt_at <= now()
       AND channel = ANY(%(channels)s::text[])
-      AND {_in_tenant_scope}
     ORDER BY next_attempt_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -439,7 +452,9 @@ SET status = 'sending', lease_owner = %(owner)s,
     attempts = o.attempts + 1, updated_at = now()
 FROM picked
 WHERE o.id = picked.id
-RETURNING {outbox_columns_o};
+RETURNING o.id, o.tenant_id, o.job_id, o.channel, o.recipient, o.body, o.dedupe_key, o.status,
+       o.attempts, o.next_attempt_at, o.lease_owner, o.lease_expires_at,
+       o.provider_message_id, o.error_class, o.created_at, o.updated_at, o.sent_at;
 
 -- name: complete_outbox
 -- Returns the delivery latency (creation to sent, database clock).
@@ -447,7 +462,6 @@ UPDATE reply_outbox
 SET status = 'sent', sent_at = now(), provider_message_id = %(provider_message_id)s,
     error_class = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
-  AND {_in_tenant_scope}
 RETURNING (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM created_at))::float8;
 
 -- name: retry_outbox
@@ -455,21 +469,18 @@ UPDATE reply_outbox
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => %(delay_s)s),
     error_class = %(error_class)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
-  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: fail_outbox
 UPDATE reply_outbox
 SET status = 'dead', error_class = %(error_class)s, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
-  AND {_in_tenant_scope}
 RETURNING id;
 
 -- name: reap_outbox_leases
 WITH expired AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'sending' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
-      AND {_in_tenant_scope}
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE reply_outbox AS o
@@ -481,15 +492,18 @@ WHERE o.id = expired.id
 RETURNING o.id;
 
 -- name: get_outbox
-SELECT {outbox_columns} FROM reply_outbox WHERE id = %(id)s AND {_in_tenant_scope};
+SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at FROM reply_outbox WHERE id = %(id)s;
 
 -- name: list_outbox
-SELECT {outbox_columns} FROM reply_outbox
+SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at FROM reply_outbox
 WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(channel)s::text IS NULL OR channel = %(channel)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
-  AND {_in_tenant_scope}
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -498,8 +512,10 @@ LIMIT %(limit)s;
 UPDATE reply_outbox
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = %(id)s AND status = 'dead' AND {_in_tenant_scope}
-RETURNING {outbox_columns};
+WHERE id = %(id)s AND status = 'dead'
+RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at;
 
 -- name: outbox_stats
 -- Sent rows are left out: the table keeps them, and counting them would grow with history.
@@ -507,86 +523,34 @@ SELECT status, count(*),
        (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(created_at)))::float8
 FROM reply_outbox
 WHERE status IN ('pending', 'sending', 'dead')
-  AND {_in_tenant_scope}
 GROUP BY status;
-
--- ------------------------------------------------------------------------------------------
--- gochatd bench only (daemon/bench/): probes of a scratch database, never run by the daemon.
-
--- name: bench_insert_backlog
--- A backlog of due no-op jobs in one statement.
-INSERT INTO background_jobs (job_type, queue, max_attempts, payload)
-SELECT 'sys:noop', 'default', 25, '{}'::jsonb FROM generate_series(1, %(count)s);
-
--- name: bench_job_times
--- Per finished job, on the database clock: enqueue->claim and due->claim, in ms.
-SELECT id,
-       (EXTRACT(EPOCH FROM (locked_at - created_at)) * 1000)::float8,
-       (EXTRACT(EPOCH FROM (locked_at - scheduled_at)) * 1000)::float8
-FROM background_jobs
-WHERE id > %(after_id)s AND locked_at IS NOT NULL
-ORDER BY id
-LIMIT %(limit)s;
-
--- name: bench_count_completed
-SELECT count(*) FROM background_jobs WHERE status = 'completed';
-
--- name: bench_max_job_id
-SELECT coalesce(max(id), 0) FROM background_jobs;
-
--- name: bench_table_stats
--- Dead tuples and HOT updates of background_jobs (the statistics lag by up to a second).
-SELECT n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, autovacuum_count, vacuum_count,
-       pg_total_relation_size(relid)
-FROM pg_stat_user_tables
-WHERE relname = 'background_jobs';
-
--- name: bench_table_options
-SELECT coalesce(array_to_string(reloptions, ','), '') FROM pg_class
-WHERE relname = 'background_jobs' AND relkind = 'r';
-
--- name: bench_hold_snapshot
--- The idle-in-transaction holder: take a transaction id (and so hold back the xmin
--- horizon), then do nothing until the bench rolls it back.
-SELECT txid_current();
-
--- name: bench_vacuum
--- What autovacuum would do, now: so that every measured backlog starts from the same state.
-VACUUM (ANALYZE) background_jobs;
-
--- name: bench_migrate_untracked
--- The baseline the tracking cost is measured against: the 0007 trigger (numbering and
--- read-only guard) removed from a scratch database. Run as a script.
-DROP TRIGGER background_jobs_track_change ON background_jobs;
-DROP TRIGGER reply_outbox_track_change ON reply_outbox;
-DROP TRIGGER gochatd_queue_pauses_track_change ON gochatd_queue_pauses;
-DROP TRIGGER gochatd_periodic_slots_track_change ON gochatd_periodic_slots;
-
--- ---------------------------------------------------------------------------------------
--- Per-tenant concurrency (tenants.<id>.max_running). Used only when some tenant has a limit;
--- without limits the claims above run unchanged. A claim that involves limited tenants takes
--- each one's advisory transaction lock (sorted, so two claimers never deadlock), then caps
--- the tenant's claims at max_running minus its running jobs: claims of one limited tenant
--- are serialised fleet-wide, and the count each sees includes every earlier claim.
 
 -- name: full_tenants
 SELECT l.tenant_id
 FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
 WHERE (SELECT count(*) FROM background_jobs j
-       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id
-         AND {_in_tenant_scope}) >= l.max_running;
+       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id) >= l.max_running;
 
 -- name: pick_due_job_ids
 -- claim_due_jobs' choice without the claim (tenants already at their cap left out).
-WITH RECURSIVE {_waiting_priorities}, heads AS MATERIALIZED (
+WITH RECURSIVE priorities(p) AS (
+    (SELECT priority FROM background_jobs
+     WHERE queue = %(queue)s AND status IN ('queued', 'retrying')
+     ORDER BY priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT b.priority FROM background_jobs AS b
+            WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
+              AND b.priority > priorities.p
+            ORDER BY b.priority LIMIT 1)
+    FROM priorities WHERE priorities.p IS NOT NULL
+), heads AS MATERIALIZED (
     SELECT h.id, h.rank_at, h.scheduled_at
     FROM priorities CROSS JOIN LATERAL (
-        SELECT b.id, b.scheduled_at, {_rank_at} AS rank_at
+        SELECT b.id, b.scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
           AND b.tenant_id <> ALL(%(full)s::text[])
-          AND {_in_tenant_scope}
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
 )
@@ -595,7 +559,6 @@ SELECT id FROM heads ORDER BY rank_at, scheduled_at, id LIMIT %(limit)s;
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
 WHERE id = ANY(%(ids)s::bigint[]) AND tenant_id = ANY(%(tenants)s::text[])
-  AND {_in_tenant_scope}
 ORDER BY tenant_id;
 
 -- name: lock_tenant_claims
@@ -606,10 +569,9 @@ SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
 WITH limits AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, scheduled_at, {_rank_at} AS rank_at FROM background_jobs AS b
+    SELECT id, tenant_id, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
-      AND {_in_tenant_scope}
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
     SELECT id, tenant_id, row_number() OVER (
@@ -627,7 +589,11 @@ SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
 FROM allowed
 WHERE j.id = allowed.id
-RETURNING {job_columns_j};
+RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
+       j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
+       j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
+       j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
+       j.cancel_requested;
 
 -- name: pick_limited_due_job_ids
 -- Streams mode: the due backlog of limited tenants below their cap (their refused stream
@@ -635,12 +601,11 @@ RETURNING {job_columns_j};
 SELECT id FROM background_jobs AS b
 WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
   AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-  AND {_in_tenant_scope}
-ORDER BY {_rank_at}, scheduled_at, id
+ORDER BY (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)), scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: running_by_tenant
-SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' AND {_in_tenant_scope}
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running'
 GROUP BY tenant_id;
 
 -- name: database_now

@@ -68,28 +68,28 @@ FROM gochatd_migrations ORDER BY destination, tenant_id, phase
 -- name: route_get
 -- Tenant routes (daemon/migrate/routes.py; the daemons read them in store/router.py).
 SELECT tenant_id, state, destination, version, readonly_until,
-       readonly_until IS NOT NULL AND readonly_until < {now} AS window_over
+       readonly_until IS NOT NULL AND readonly_until < ((julianday('now') - 2440587.5) * 86400.0) AS window_over
 FROM gochatd_routes WHERE tenant_id = :tenant
 
 -- name: route_list
 SELECT tenant_id, state, destination, version, readonly_until,
-       readonly_until IS NOT NULL AND readonly_until < {now} AS window_over
+       readonly_until IS NOT NULL AND readonly_until < ((julianday('now') - 2440587.5) * 86400.0) AS window_over
 FROM gochatd_routes ORDER BY tenant_id
 
 -- name: route_set
 INSERT INTO gochatd_routes (tenant_id, destination, state, readonly_until, version)
 VALUES (:tenant, :destination, :state,
-        CASE WHEN :window_s IS NULL THEN NULL ELSE {now} + :window_s END,
+        CASE WHEN :window_s IS NULL THEN NULL ELSE ((julianday('now') - 2440587.5) * 86400.0) + :window_s END,
         (SELECT coalesce(max(version), 0) + 1 FROM gochatd_routes))
 ON CONFLICT (tenant_id) DO UPDATE SET
     destination = excluded.destination, state = excluded.state,
     readonly_until = excluded.readonly_until,
-    version = (SELECT coalesce(max(version), 0) + 1 FROM gochatd_routes), updated_at = {now}
+    version = (SELECT coalesce(max(version), 0) + 1 FROM gochatd_routes), updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 RETURNING version
 
 -- name: route_acks
 SELECT worker_id, version FROM gochatd_route_acks
-WHERE acked_at > {now} - :live_s
+WHERE acked_at > ((julianday('now') - 2440587.5) * 86400.0) - :live_s
 ORDER BY worker_id
 
 -- name: destination_writes_after

@@ -22,6 +22,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
 from gochatd.store import JobStore
+from gochatd.store.router import RoutedStore
 from gochatd.store.scope import ALL, TenantScope
 from gochatd.store.sql_store import SqlJobStore
 from tests.contract.helpers import claim_one, enqueue, finish
@@ -85,9 +86,11 @@ async def _snapshot(store: JobStore, tenant: str) -> tuple[list[Job], list[Outbo
 
 
 def _sql(store: JobStore) -> SqlJobStore:
-    """The scope is the SQL stores' (the router sets it on each); both backends are ones."""
-    assert isinstance(store, SqlJobStore)
-    return store
+    """The scope is the SQL stores' (the router sets it on each); both backends are ones.
+    Under the routed store (no routes), its home store's: every call goes there."""
+    sql = store.home if isinstance(store, RoutedStore) else store
+    assert isinstance(sql, SqlJobStore)
+    return sql
 
 
 def _ids(items: list[Job] | list[OutboxMessage]) -> set[int]:

@@ -1,0 +1,142 @@
+-- gochatd bench only (daemon/bench/): probes of a scratch database, never run by the
+-- daemon. Loaded like sql/<dialect>/queries.sql (store/queries.py).
+
+-- name: bench_job_times
+-- Per finished job: enqueue->claim and due->claim, in ms.
+SELECT id, (locked_at - created_at) * 1000.0, (locked_at - scheduled_at) * 1000.0
+FROM background_jobs
+WHERE id > :after_id AND locked_at IS NOT NULL
+ORDER BY id
+LIMIT :limit;
+
+-- name: bench_count_completed
+SELECT count(*) FROM background_jobs WHERE status = 'completed';
+
+-- name: bench_max_job_id
+SELECT coalesce(max(id), 0) FROM background_jobs;
+
+-- name: bench_migrate_seed_jobs
+-- The migrate scenario's source: jobs :first .. :first+:count-1 in one statement (one
+-- transaction; the 0007 triggers fire per row, as in production). Tenants 10:5:3:2 by
+-- i % 20; statuses by (i / 20) % 20, so every tenant has the same mix: 70% completed, 5% dead,
+-- 15% queued, 5% retrying, 5% running. One job every 50 ms of history; payload ~100 bytes.
+INSERT INTO background_jobs (tenant_id, job_type, queue, payload, status, attempts, scheduled_at,
+    locked_by, locked_at, lease_expires_at, last_error, error_class, failed_at, completed_at,
+    created_at, updated_at, fence, dispatched_at)
+WITH RECURSIVE n(i) AS (
+    SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :first + :count - 1
+), j(i, tenant, s, t) AS (
+    SELECT i,
+           CASE WHEN i % 20 < 10 THEN 'acme' WHEN i % 20 < 15 THEN 'globex'
+                WHEN i % 20 < 18 THEN 'initech' ELSE 'umbrella' END,
+           (i / 20) % 20, ((julianday('now') - 2440587.5) * 86400.0) - (:total - i) * 0.05
+    FROM n
+)
+SELECT tenant, CASE WHEN i % 3 = 0 THEN 'chat:summarise' ELSE 'chat:reply' END,
+       CASE WHEN i % 10 = 0 THEN 'bulk' ELSE 'default' END,
+       json_object('chat_id', 100000 + i % 5000, 'message_id', i,
+                   'text', substr(hex(randomblob(24)), 1, 44), 'lang', 'en'),
+       CASE WHEN s < 14 THEN 'completed' WHEN s = 14 THEN 'dead' WHEN s < 18 THEN 'queued'
+            WHEN s = 18 THEN 'retrying' ELSE 'running' END,
+       CASE WHEN s < 14 THEN 1 WHEN s = 14 THEN 25 WHEN s < 18 THEN 0 WHEN s = 18 THEN 3
+            ELSE 1 END,
+       CASE WHEN s = 18 THEN ((julianday('now') - 2440587.5) * 86400.0) + 60.0 ELSE t END,
+       CASE WHEN s = 19 THEN 'bench-worker' END,
+       CASE WHEN s < 14 OR s = 19 THEN t + 0.2 END,
+       CASE WHEN s = 19 THEN ((julianday('now') - 2440587.5) * 86400.0) + 300.0 END,
+       CASE WHEN s IN (14, 18) THEN 'TimeoutError: upstream did not answer in 30 s' END,
+       CASE WHEN s IN (14, 18) THEN 'timeout' END,
+       CASE WHEN s = 14 THEN t + 0.6 END,
+       CASE WHEN s < 14 THEN t + 0.5 END,
+       t,
+       CASE WHEN s < 14 THEN t + 0.5 WHEN s = 14 THEN t + 0.6 ELSE t + 0.2 END,
+       CASE WHEN s < 15 OR s = 19 THEN 1 WHEN s = 18 THEN 3 ELSE 0 END,
+       CASE WHEN s <> 15 THEN t + 0.01 END
+FROM j;
+
+-- name: bench_migrate_seed_outbox
+-- Replies :first .. :first+:count-1, the k-th for job 10k + k % 10 (same tenant rule as the
+-- jobs): 90% sent, 5% pending, 4% dead, 1% sending.
+INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key, status,
+    attempts, next_attempt_at, provider_message_id, error_class, created_at, updated_at, sent_at)
+WITH RECURSIVE n(k) AS (
+    SELECT :first UNION ALL SELECT k + 1 FROM n WHERE k < :first + :count - 1
+), o(k, i, s, t) AS (
+    SELECT k, k * 10 + k % 10, k % 100, ((julianday('now') - 2440587.5) * 86400.0) - (:total - k * 10) * 0.05 FROM n
+)
+SELECT CASE WHEN i % 20 < 10 THEN 'acme' WHEN i % 20 < 15 THEN 'globex'
+            WHEN i % 20 < 18 THEN 'initech' ELSE 'umbrella' END,
+       i, 'telegram', 'chat-' || (100000 + i % 5000),
+       json_object('text', substr(hex(randomblob(30)), 1, 56), 'reply_to', i),
+       'reply-' || i,
+       CASE WHEN s < 90 THEN 'sent' WHEN s < 95 THEN 'pending' WHEN s < 99 THEN 'dead'
+            ELSE 'sending' END,
+       CASE WHEN s < 90 THEN 1 WHEN s < 95 THEN 0 WHEN s < 99 THEN 8 ELSE 1 END,
+       t + 0.5,
+       CASE WHEN s < 90 THEN 'tg-' || i END,
+       CASE WHEN s >= 95 AND s < 99 THEN 'http_5xx' END,
+       t, t + 0.5,
+       CASE WHEN s < 90 THEN t + 0.5 END
+FROM o;
+
+-- name: bench_migrate_seed_pause
+INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES ('bulk', 'bench');
+
+-- name: bench_migrate_seed_slots
+INSERT INTO gochatd_periodic_slots (name, last_slot)
+VALUES ('hourly-digest', ((julianday('now') - 2440587.5) * 86400.0) - 600.0), ('nightly-cleanup', ((julianday('now') - 2440587.5) * 86400.0) - 3600.0);
+
+-- name: bench_migrate_finish_jobs
+-- Live writes during a move: the :count oldest queued or running jobs complete.
+UPDATE background_jobs
+SET status = 'completed', attempts = attempts + 1, fence = fence + 1, locked_by = NULL,
+    lease_expires_at = NULL, completed_at = ((julianday('now') - 2440587.5) * 86400.0), updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT id FROM background_jobs WHERE status IN ('queued', 'running')
+             ORDER BY id LIMIT :count);
+
+-- name: bench_migrate_prune_jobs
+-- Live deletes during a move (retention): the :count oldest completed jobs; each leaves a
+-- tombstone.
+DELETE FROM background_jobs
+WHERE id IN (SELECT id FROM background_jobs WHERE status = 'completed' ORDER BY id LIMIT :count);
+
+-- name: bench_migrate_untracked
+-- The baseline the tracking cost is measured against: the 0007 triggers (numbering and
+-- read-only guard) removed from a scratch database. Run as a script.
+DROP TRIGGER IF EXISTS background_jobs_readonly_insert;
+DROP TRIGGER IF EXISTS background_jobs_readonly_update;
+DROP TRIGGER IF EXISTS background_jobs_readonly_delete;
+DROP TRIGGER IF EXISTS background_jobs_change_insert;
+DROP TRIGGER IF EXISTS background_jobs_change_update;
+DROP TRIGGER IF EXISTS background_jobs_change_numbered_insert;
+DROP TRIGGER IF EXISTS background_jobs_change_numbered_update;
+DROP TRIGGER IF EXISTS background_jobs_change_delete;
+DROP TRIGGER IF EXISTS reply_outbox_readonly_insert;
+DROP TRIGGER IF EXISTS reply_outbox_readonly_update;
+DROP TRIGGER IF EXISTS reply_outbox_readonly_delete;
+DROP TRIGGER IF EXISTS reply_outbox_change_insert;
+DROP TRIGGER IF EXISTS reply_outbox_change_update;
+DROP TRIGGER IF EXISTS reply_outbox_change_numbered_insert;
+DROP TRIGGER IF EXISTS reply_outbox_change_numbered_update;
+DROP TRIGGER IF EXISTS reply_outbox_change_delete;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_readonly_insert;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_readonly_update;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_readonly_delete;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_change_insert;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_change_update;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_change_numbered_insert;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_change_numbered_update;
+DROP TRIGGER IF EXISTS gochatd_queue_pauses_change_delete;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_readonly_insert;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_readonly_update;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_readonly_delete;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_change_insert;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_change_update;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_change_numbered_insert;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_change_numbered_update;
+DROP TRIGGER IF EXISTS gochatd_periodic_slots_change_delete;
+
+-- ---------------------------------------------------------------------------------------
+-- Per-tenant concurrency (tenants.<id>.max_running), used only when some tenant has a limit.
+-- Every claim runs in BEGIN IMMEDIATE, which already serialises claimers; limits arrive as
+-- a JSON array of [tenant, max_running].

@@ -1,0 +1,288 @@
+"""The core of the routed store (store/router.py): the route table, which database serves
+which tenant, and the one path every call takes when no tenant has moved.
+
+Without routes (the normal case) a call goes straight to the home store through
+``_unless_routed``, the one fast path: a ``TenantMoved`` from the home database means a route
+appeared since the last read, so the routes are re-read and the call takes the routed path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Protocol, TypeVar
+
+import anyio
+
+from gochatd.errors import StoreUnavailable, TenantMoved
+from gochatd.job_types import JobTypeDefaults
+from gochatd.logs import get_logger
+from gochatd.model import DEFAULT_PRIORITY_AGING_S
+from gochatd.redact import mask_url
+from gochatd.store.base import JobStore
+from gochatd.store.routes import (
+    EMPTY_ROUTES,
+    EVERY_TENANT,
+    RouteState,
+    RouteTable,
+    route_table,
+)
+from gochatd.store.scope import ALL, TenantScope
+
+T = TypeVar("T")
+
+#: The schema version that has the route table (sql/<dialect>/0007).
+ROUTES_SCHEMA = 7
+#: How often a held write re-reads the routes.
+_HOLD_POLL_S = 0.05
+
+
+class ScopedStore(JobStore, Protocol):
+    """What the router needs of each database's store (both SQL stores are one)."""
+
+    tenant_scope: TenantScope
+
+    async def route_version(self) -> int: ...
+    async def list_routes(self) -> list[tuple[str, str, str, int]]: ...
+    async def ack_routes(self, worker_id: str, version: int) -> None: ...
+    async def forget_route_ack(self, worker_id: str) -> None: ...
+
+
+class RouterBase:
+    """Routes, stores and lifecycle; ``RoutedStore`` adds the ``JobStore`` operations."""
+
+    def __init__(
+        self, home: ScopedStore, open_destination: Callable[[str], ScopedStore], *,
+        hold_s: float = 30.0,
+    ) -> None:
+        self.home = home
+        self.dialect: str = home.dialect
+        self.has_notifications: bool = home.has_notifications
+        self._open_destination = open_destination
+        self._destinations: dict[str, ScopedStore] = {}
+        self.routes: RouteTable = EMPTY_ROUTES
+        self.hold_s = hold_s
+        self._routing = False  # the home schema has a route table
+        self._limits: dict[str, int] = {}
+        self._aging_s = DEFAULT_PRIORITY_AGING_S
+        self._refresh_lock = anyio.Lock()
+        #: What this process published (a daemon: its handlers), again into each
+        #: destination it opens later.
+        self._published: tuple[list[JobTypeDefaults], str] | None = None
+        self._log = get_logger(component="router")
+
+    def __repr__(self) -> str:
+        return f"RoutedStore({self.home!r})"
+
+    # -- routes ----------------------------------------------------------------------------
+
+    @property
+    def tenant_limits(self) -> dict[str, int]:
+        return self._limits
+
+    @tenant_limits.setter
+    def tenant_limits(self, limits: dict[str, int]) -> None:
+        self._limits = limits
+        for store in self._all_stores():
+            store.tenant_limits = limits
+
+    @property
+    def priority_aging_s(self) -> float:
+        return self._aging_s
+
+    @priority_aging_s.setter
+    def priority_aging_s(self, aging_s: float) -> None:
+        self._aging_s = aging_s
+        for store in self._all_stores():
+            store.priority_aging_s = aging_s
+
+    async def refresh_routes(self, *, force: bool = False) -> RouteTable:
+        """Re-read the route table if its version moved; open destinations it names.
+
+        A destination that cannot be opened leaves the previous table in force (and raises
+        ``StoreUnavailable``): the daemon must not acknowledge a route it cannot follow."""
+        if not self._routing:
+            return self.routes
+        async with self._refresh_lock:
+            version = await self.home.route_version()
+            if version == self.routes.version and not force:
+                return self.routes
+            table = route_table(await self.home.list_routes())
+            # The first read (at open) is routine; later ones are the moves themselves.
+            say = self._log.info if self.routes.version else self._log.debug
+            for url in sorted(table.destinations() - set(self._destinations)):
+                store = self._open_destination(url)
+                try:
+                    await store.open()
+                    if self._published is not None:
+                        # Before the route is followed (and acknowledged): the tenants'
+                        # producers find this daemon's types in their new database.
+                        await store.publish_job_types(*self._published)
+                except BaseException:
+                    await store.close()
+                    raise
+                store.tenant_limits = self._limits
+                store.priority_aging_s = self._aging_s
+                self._destinations[url] = store
+                say("route_destination_opened", destination=mask_url(url))
+            self._apply(table)
+            say("routes_changed", version=table.version,
+                routes={t: r.state.value for t, r in table.routes.items()})
+            return table
+
+    def _apply(self, table: RouteTable) -> None:
+        self.routes = table
+        self.home.tenant_scope = _home_scope(table)
+        for url, store in self._destinations.items():
+            store.tenant_scope = _destination_scope(table, url)
+
+    def _all_stores(self) -> list[ScopedStore]:
+        return [self.home, *self._destinations.values()]
+
+    def _active(self) -> list[ScopedStore]:
+        """The stores that serve at least one tenant now (home if none does)."""
+        if not self.routes.moves_anything:
+            return [self.home]
+        active = [self.home] if not _serves_nothing(self.home.tenant_scope) else []
+        for store in self._destinations.values():
+            if not _serves_nothing(store.tenant_scope):
+                active.append(store)
+        return active or [self.home]
+
+    def _store_now(self, tenant_id: str | None) -> ScopedStore:
+        url = self.routes.destination_of(tenant_id)
+        return self.home if url is None else self._destinations[url]
+
+    async def _writer(self, tenant_id: str | None) -> ScopedStore:
+        """The store that takes this tenant's writes, holding while its cutover runs."""
+        if self.routes.is_frozen(tenant_id):
+            deadline = anyio.current_time() + self.hold_s
+            while self.routes.is_frozen(tenant_id):
+                if anyio.current_time() >= deadline:
+                    raise StoreUnavailable(
+                        "a tenant's move to another database is taking longer than "
+                        f"{self.hold_s:g}s; retry later")
+                await anyio.sleep(_HOLD_POLL_S)
+                await self.refresh_routes()
+        return self._store_now(tenant_id)
+
+    async def _for_tenant(
+        self, tenant_id: str | None, call: Callable[[ScopedStore], Awaitable[T]]
+    ) -> T:
+        """Run one tenant's write where its rows are. ``TenantMoved`` means the route changed
+        after our last read (the database's trigger saw it): re-read and go again."""
+        for _ in range(3):
+            store = await self._writer(tenant_id)
+            try:
+                return await call(store)
+            except TenantMoved:
+                await self.refresh_routes(force=True)
+        raise TenantMoved()
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self.home.open()
+        await self._start_routing()
+
+    async def _start_routing(self) -> None:
+        self._routing = await self.home.schema_version() >= ROUTES_SCHEMA
+        if self._routing:
+            await self.refresh_routes()
+
+    async def close(self) -> None:
+        stores, self._destinations = list(self._destinations.values()), {}
+        for store in stores:
+            await store.close()
+        await self.home.close()
+
+    async def migrate(self) -> list[str]:
+        applied = await self.home.migrate()
+        if not self._routing:
+            await self._start_routing()
+        return applied
+
+    async def schema_version(self) -> int:
+        return int(await self.home.schema_version())
+
+    async def route_version(self) -> int:
+        return int(await self.home.route_version()) if self._routing else 0
+
+    async def ack_routes(self, worker_id: str, version: int) -> None:
+        if self._routing:
+            await self.home.ack_routes(worker_id, version)
+
+    async def forget_route_ack(self, worker_id: str) -> None:
+        if self._routing:
+            await self.home.forget_route_ack(worker_id)
+
+    # -- the paths a call takes ------------------------------------------------------------
+
+    async def _unless_routed(
+        self, direct: bool, call: Callable[[ScopedStore], Awaitable[T]],
+        routed: Callable[[], Awaitable[T]],
+    ) -> T:
+        """``call`` on the home store while ``direct`` (no route concerns this call), else
+        ``routed()``. A ``TenantMoved`` from home means a route appeared since the last
+        read: re-read the routes and take the routed path."""
+        if direct:
+            try:
+                return await call(self.home)
+            except TenantMoved:
+                await self.refresh_routes(force=True)
+        return await routed()
+
+    # -- work across tenants: every active database, each within its scope -----------------
+
+    async def _each(self, call: Callable[[ScopedStore], Awaitable[T]]) -> list[T]:
+        try:
+            return [await call(store) for store in self._active()]
+        except TenantMoved:
+            # A route changed since our last read and the database refused a moved tenant's
+            # row: follow it now rather than at the next refresh, and go again.
+            await self.refresh_routes(force=True)
+            return [await call(store) for store in self._active()]
+
+
+# -- scopes ------------------------------------------------------------------------------
+
+
+def _home_scope(table: RouteTable) -> TenantScope:
+    own = {t: r for t, r in table.routes.items() if t != EVERY_TENANT}
+    gone = (RouteState.FROZEN, RouteState.DESTINATION)
+    every = table.routes.get(EVERY_TENANT)
+    if every is not None and every.state in gone:
+        return TenantScope.only(t for t, r in own.items() if r.state not in gone)
+    moved = [t for t, r in own.items() if r.state in gone]
+    return TenantScope.all_except(moved) if moved else ALL
+
+
+def _destination_scope(table: RouteTable, url: str) -> TenantScope:
+    own = {t: r for t, r in table.routes.items() if t != EVERY_TENANT}
+    every = table.routes.get(EVERY_TENANT)
+
+    def here(state: RouteState, destination: str) -> bool:
+        return state is RouteState.DESTINATION and destination == url
+
+    if every is not None and here(every.state, every.destination):
+        return TenantScope.all_except(t for t, r in own.items() if not here(r.state, r.destination))
+    return TenantScope.only(t for t, r in own.items() if here(r.state, r.destination))
+
+
+def _serves_nothing(scope: TenantScope) -> bool:
+    return scope.only_listed and not scope.tenants
+
+
+
+# -- merging -----------------------------------------------------------------------------
+
+
+def group_by(items: Iterable[Any], tenant_of: Callable[[Any], str | None]) -> dict[Any, list[Any]]:
+    groups: dict[Any, list[Any]] = {}
+    for item in items:
+        groups.setdefault(tenant_of(item), []).append(item)
+    return groups
+
+
+def concat(parts: Iterable[Iterable[T]]) -> list[T]:
+    return [x for part in parts for x in part]
+

@@ -1,1 +1,0 @@
-DROP TABLE IF EXISTS gochatd_queue_pauses;

@@ -1,1 +1,0 @@
-DROP TABLE IF EXISTS gochatd_periodic_slots;

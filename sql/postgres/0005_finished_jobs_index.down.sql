@@ -1,1 +1,0 @@
-DROP INDEX IF EXISTS background_jobs_finished_idx;

@@ -1,0 +1,430 @@
+-- The tenant-scoped twins of queries.sql (same names, same parameters, plus two): the
+-- set a SQLite store runs while it serves only some tenants, during a live move
+-- (SqlJobStore.tenant_scope, store/scope.py; docs/migrate.md). Each adds the clause
+--   ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+-- compared as a value, not a bare IN, so that the planner never takes it for an index
+-- term. Queries that take no scope are not repeated here.
+
+-- name: claim_jobs
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
+    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: claim_delivered_jobs
+-- Streams mode: the delivered ids, like claim_jobs, in the queues whose waiting jobs all
+-- have priority 0; in the others nothing (the caller runs claim_due_jobs for them).
+-- Postgres' query says why.
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
+    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND queue NOT IN (
+      SELECT q.value FROM json_each(:queues) AS q
+      WHERE EXISTS (SELECT 1 FROM background_jobs AS b
+                    WHERE b.queue = q.value AND b.status IN ('queued', 'retrying')
+                      AND b.priority > 0)
+         OR EXISTS (SELECT 1 FROM background_jobs AS b
+                    WHERE b.queue = q.value AND b.status IN ('queued', 'retrying')
+                      AND b.priority < 0))
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: claim_due_jobs
+WITH RECURSIVE priorities(p) AS (
+    SELECT (SELECT min(priority) FROM background_jobs
+            WHERE queue = :queue AND status IN ('queued', 'retrying'))
+    UNION ALL
+    SELECT (SELECT min(b.priority) FROM background_jobs AS b
+            WHERE b.queue = :queue AND b.status IN ('queued', 'retrying')
+              AND b.priority > priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
+    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
+  ON b.id IN (SELECT h.id FROM background_jobs AS h
+              WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
+                AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
+                AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+              ORDER BY h.scheduled_at, h.id
+              LIMIT :limit)
+ORDER BY b.scheduled_at - b.priority * :aging_s, b.scheduled_at, b.id
+LIMIT :limit)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: finish_jobs
+UPDATE background_jobs
+SET status = u.status,
+    attempts = CASE WHEN u.refund THEN max(background_jobs.attempts - 1, 0)
+                    ELSE background_jobs.attempts END,
+    scheduled_at = CASE WHEN u.status = 'retrying' THEN ((julianday('now') - 2440587.5) * 86400.0) + u.delay_s
+                        ELSE background_jobs.scheduled_at END,
+    completed_at = CASE WHEN u.status = 'completed' THEN ((julianday('now') - 2440587.5) * 86400.0)
+                        ELSE background_jobs.completed_at END,
+    failed_at = CASE WHEN u.status = 'dead' THEN ((julianday('now') - 2440587.5) * 86400.0) ELSE background_jobs.failed_at END,
+    error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                       THEN u.error_class END,  -- a completion clears the error
+    last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                      THEN u.last_error END,
+    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0),
+    change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS owner,
+             json_extract(value, '$[2]') AS fence, json_extract(value, '$[3]') AS status,
+             CAST(json_extract(value, '$[4]') AS REAL) AS delay_s,
+             json_extract(value, '$[5]') AS refund,
+             json_extract(value, '$[6]') AS error_class, json_extract(value, '$[7]') AS last_error
+      FROM json_each(:batch)) AS u
+-- "+status": keep the planner off the status index, so it walks the batch and looks each
+-- row up by id (via the status index it would scan every running row once per batch item).
+WHERE background_jobs.id = u.id AND +background_jobs.status = 'running'
+  AND background_jobs.locked_by = u.owner AND background_jobs.fence = u.fence
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING background_jobs.id;
+
+-- name: extend_leases
+UPDATE background_jobs
+SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s, change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS fence
+      FROM json_each(:leases)) AS u
+WHERE background_jobs.id = u.id AND background_jobs.fence = u.fence
+  AND background_jobs.locked_by = :owner AND +background_jobs.status = 'running'
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING background_jobs.id, background_jobs.cancel_requested;
+
+-- name: reap_expired_leases
+UPDATE background_jobs
+SET status = CASE WHEN cancel_requested THEN 'cancelled'
+                  WHEN attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
+    failed_at = CASE WHEN NOT cancel_requested AND attempts >= max_attempts
+                     THEN ((julianday('now') - 2440587.5) * 86400.0) ELSE failed_at END,
+    error_class = 'lease_expired',
+    last_error = 'lease expired while running: the worker stopped heartbeating',
+    scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), lease_expires_at = NULL, dispatched_at = NULL,
+    cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (SELECT id FROM background_jobs
+             WHERE status = 'running'
+               AND ((lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0)
+                     AND lease_expires_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :expired_within_s, -1e308))
+                    OR (id > :created_after_id AND lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0))
+                    OR lease_expires_at IS NULL)
+               AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+             ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id, job_type, queue, tenant_id, status;
+
+-- name: dispatch_due_jobs
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND queue IN (SELECT value FROM json_each(:queues))
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY scheduled_at, id
+    LIMIT :limit)
+RETURNING id, job_type, queue, tenant_id;
+
+-- name: redispatch_stale_jobs
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+      AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY dispatched_at, id
+    LIMIT :limit)
+RETURNING id, job_type, queue, tenant_id;
+
+-- name: next_undispatched_in_s
+SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
+
+-- name: next_due_in_s
+SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
+
+-- name: get_job
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs WHERE id = :id AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
+
+-- name: list_jobs
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND (:after_id IS NULL OR id > :after_id)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY id
+LIMIT :limit;
+
+-- name: retry_job
+UPDATE background_jobs
+SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status IN ('dead', 'cancelled')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: cancel_waiting_job
+UPDATE background_jobs
+SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
+    dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status IN ('queued', 'retrying')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: request_cancel_running_job
+UPDATE background_jobs SET cancel_requested = 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status = 'running' AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: count_jobs_by_status
+SELECT status, count(*) FROM background_jobs WHERE ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only) GROUP BY status;
+
+-- name: queue_stats
+SELECT queue,
+       sum(status = 'queued' AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)),
+       sum(status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)),
+       sum(status = 'running'),
+       sum(status = 'retrying'),
+       sum(status = 'dead'),
+       ((julianday('now') - 2440587.5) * 86400.0) - min(CASE WHEN status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                        THEN scheduled_at END)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying', 'running', 'dead')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+GROUP BY queue;
+
+-- name: retry_dead_jobs
+UPDATE background_jobs
+SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE status = 'dead'
+      AND (:queue IS NULL OR queue = :queue)
+      AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+      AND (:job_type IS NULL OR job_type = :job_type)
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY id
+    LIMIT :limit)
+RETURNING id;
+
+-- name: prune_finished_jobs
+-- Retention: delete up to :limit rows of one terminal status unchanged for :older_than_s
+-- seconds (database clock). The literal status list matches background_jobs_finished_idx.
+DELETE FROM background_jobs
+WHERE id IN (
+    SELECT id FROM background_jobs
+    WHERE status IN ('completed', 'dead', 'cancelled')
+      AND status = :status
+      AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY updated_at
+    LIMIT :limit)
+RETURNING id;
+
+-- name: count_prunable_jobs
+SELECT count(*) FROM background_jobs
+WHERE status IN ('completed', 'dead', 'cancelled')
+  AND status = :status
+  AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
+
+-- name: claim_outbox
+UPDATE reply_outbox
+SET status = 'sending', lease_owner = :owner, lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
+    attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (
+    SELECT id FROM reply_outbox
+    WHERE status = 'pending' AND next_attempt_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND channel IN (SELECT value FROM json_each(:channels))
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY next_attempt_at, id
+    LIMIT :limit)
+RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at;
+
+-- name: complete_outbox
+UPDATE reply_outbox
+SET status = 'sent', sent_at = ((julianday('now') - 2440587.5) * 86400.0), provider_message_id = :provider_message_id,
+    error_class = NULL, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING ((julianday('now') - 2440587.5) * 86400.0) - created_at;
+
+-- name: retry_outbox
+UPDATE reply_outbox
+SET status = 'pending', next_attempt_at = ((julianday('now') - 2440587.5) * 86400.0) + :delay_s, error_class = :error_class,
+    lease_owner = NULL, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: fail_outbox
+UPDATE reply_outbox
+SET status = 'dead', error_class = :error_class, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: reap_outbox_leases
+UPDATE reply_outbox
+SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'pending' END,
+    error_class = 'lease_expired', next_attempt_at = ((julianday('now') - 2440587.5) * 86400.0), lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (
+    SELECT id FROM reply_outbox
+    WHERE status = 'sending' AND (lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0) OR lease_expires_at IS NULL)
+      AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ORDER BY lease_expires_at LIMIT :limit)
+RETURNING id;
+
+-- name: get_outbox
+SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at FROM reply_outbox WHERE id = :id AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
+
+-- name: list_outbox
+SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at FROM reply_outbox
+WHERE (:status IS NULL OR status = :status)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:channel IS NULL OR channel = :channel)
+  AND (:after_id IS NULL OR id > :after_id)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY id
+LIMIT :limit;
+
+-- name: requeue_outbox
+UPDATE reply_outbox
+SET status = 'pending', attempts = 0, next_attempt_at = ((julianday('now') - 2440587.5) * 86400.0), lease_owner = NULL,
+    lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status = 'dead' AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
+       next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
+       created_at, updated_at, sent_at;
+
+-- name: outbox_stats
+SELECT status, count(*), ((julianday('now') - 2440587.5) * 86400.0) - min(created_at)
+FROM reply_outbox
+WHERE status IN ('pending', 'sending', 'dead')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+GROUP BY status;
+
+-- name: full_tenants
+SELECT json_extract(l.value, '$[0]') FROM json_each(:limits) AS l
+WHERE (SELECT count(*) FROM background_jobs j
+       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]')
+         AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only))
+      >= json_extract(l.value, '$[1]');
+
+-- name: pick_due_job_ids
+-- claim_due_jobs' choice without the claim (tenants already at their cap left out).
+WITH RECURSIVE priorities(p) AS (
+    SELECT (SELECT min(priority) FROM background_jobs
+            WHERE queue = :queue AND status IN ('queued', 'retrying'))
+    UNION ALL
+    SELECT (SELECT min(b.priority) FROM background_jobs AS b
+            WHERE b.queue = :queue AND b.status IN ('queued', 'retrying')
+              AND b.priority > priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+SELECT b.id FROM priorities JOIN background_jobs AS b
+  ON b.id IN (SELECT h.id FROM background_jobs AS h
+              WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
+                AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
+                AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+              ORDER BY h.scheduled_at, h.id
+              LIMIT :limit)
+ORDER BY b.scheduled_at - b.priority * :aging_s, b.scheduled_at, b.id
+LIMIT :limit;
+
+-- name: limited_tenants_of_jobs
+SELECT DISTINCT tenant_id FROM background_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND tenant_id IN (SELECT value FROM json_each(:tenants))
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY tenant_id;
+
+-- name: claim_jobs_limited
+UPDATE background_jobs
+SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
+    lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+WHERE id IN (
+    SELECT r.id FROM (
+        SELECT id, tenant_id, row_number() OVER (
+            PARTITION BY tenant_id
+            ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
+        FROM background_jobs
+        WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
+          AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+          AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+    ) AS r
+    LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+                      json_extract(value, '$[1]') AS max_running
+               FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.tenant_id = r.tenant_id))
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: pick_limited_due_job_ids
+SELECT id FROM background_jobs
+WHERE tenant_id IN (SELECT value FROM json_each(:open))
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id
+LIMIT :limit;
+
+-- name: running_by_tenant
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+GROUP BY tenant_id;
