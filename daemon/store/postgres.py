@@ -348,7 +348,8 @@ class PostgresStore(SqlJobStore):
     # -- claims ----------------------------------------------------------------------------
 
     async def claim_due_jobs(
-        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float,
+        *, dispatched_only: bool = False,
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
@@ -364,7 +365,8 @@ class PostgresStore(SqlJobStore):
                 if want <= 0:
                     break
                 params = queries.params({"queue": queue, "limit": want, "owner": owner,
-                                         "lease_s": lease_s, "aging_s": aging_s})
+                                         "lease_s": lease_s, "aging_s": aging_s,
+                                         "dispatched_only": dispatched_only})
                 rows.extend(self._execute(conn, query, params).fetchall())
             return rows
 

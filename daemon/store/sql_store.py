@@ -96,9 +96,11 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         raise NotImplementedError
 
     async def claim_due_jobs(
-        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float,
+        *, dispatched_only: bool = False,
     ) -> list[ClaimedJob]:
-        """The polling claim (each backend's: one transaction over the queues)."""
+        """The polling claim (each backend's: one transaction over the queues).
+        ``dispatched_only``: only jobs that were given a stream entry (the streams claim)."""
         raise NotImplementedError
 
     async def claim_tenant_backlog(
@@ -137,10 +139,21 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         got = {c.id for c in claimed}
         for queue, queue_ids in delivered.items():
             # A queue holding other priorities, or entries whose jobs are gone (claimed by
-            # a poller, a duplicate, an entry spent on a better job): its first due jobs.
+            # a poller, a duplicate, an entry spent on a better job): its first due jobs
+            # among those that were given an entry, so that entries and jobs stay one to one
+            # (a job not dispatched yet gets its own entry from the scheduler).
             short = sum(1 for job_id in queue_ids if job_id is None or job_id not in got)
-            if short > 0:
-                claimed.extend(await self.claim_due_jobs([queue], short, owner, lease_s))
+            if short <= 0:
+                continue
+            ranked = await self.claim_due_jobs([queue], short, owner, lease_s,
+                                               dispatched_only=True)
+            claimed.extend(ranked)
+            got.update(c.id for c in ranked)
+            # Fewer than the entries (the rest locked by another claimer right now): the
+            # named jobs themselves, so that no entry is spent without its job running.
+            named = [i for i in queue_ids if i is not None and i not in got]
+            if len(ranked) < short and named:
+                claimed.extend(await self.claim_jobs(named[:short - len(ranked)], owner, lease_s))
         return claimed
 
     async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:

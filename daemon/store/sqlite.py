@@ -262,7 +262,8 @@ class SqliteStore(SqlJobStore):
     # -- claims ----------------------------------------------------------------------------
 
     async def claim_due_jobs(
-        self, queues: Sequence[str], limit: int, owner: str, lease_s: float
+        self, queues: Sequence[str], limit: int, owner: str, lease_s: float,
+        *, dispatched_only: bool = False,
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
@@ -281,6 +282,7 @@ class SqliteStore(SqlJobStore):
                         break
                     params = queries.params({"queue": queue, "limit": want, "owner": owner,
                                              "lease_s": lease_s, "aging_s": aging_s,
+                                             "dispatched_only": dispatched_only,
                                              "skip_tenants": "[]"})
                     rows.extend(conn.execute(query, params).fetchall())
             except BaseException:

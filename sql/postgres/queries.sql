@@ -108,6 +108,7 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h

@@ -81,6 +81,7 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
           AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
         ORDER BY b.scheduled_at, b.id

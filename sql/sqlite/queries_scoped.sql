@@ -62,6 +62,7 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
                 AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
               ORDER BY h.scheduled_at, h.id

@@ -82,8 +82,8 @@ async def test_tenant_capped_claims_follow_the_same_order(store: JobStore) -> No
 async def test_stream_claim_takes_the_named_ids_when_every_job_has_priority_0(
     store: JobStore,
 ) -> None:
-    older = await enqueue(store, "older", scheduled_at=_ago(30))
-    named = await enqueue(store, "named")
+    older = await enqueue(store, "older", scheduled_at=_ago(30), dispatch_now=True)
+    named = await enqueue(store, "named", dispatch_now=True)
     got = await store.claim_delivered_jobs({"default": [named.id]}, "w1", 30.0)
     # Stream order is the rule's order here: the entry's own job, by primary key.
     assert [c.id for c in got] == [named.id]
@@ -95,9 +95,9 @@ async def test_stream_claim_takes_the_best_jobs_of_a_queue_with_priorities(
     store: JobStore,
 ) -> None:
     store.priority_aging_s = 86400.0
-    backlog = [await enqueue(store, f"b{i}") for i in range(3)]
-    urgent = await enqueue(store, "urgent", priority=5)
-    other = await enqueue(store, "other", queue="other")
+    backlog = [await enqueue(store, f"b{i}", dispatch_now=True) for i in range(3)]
+    urgent = await enqueue(store, "urgent", priority=5, dispatch_now=True)
+    other = await enqueue(store, "other", queue="other", dispatch_now=True)
     got = await store.claim_delivered_jobs(
         {"default": [backlog[0].id, backlog[1].id], "other": [other.id]}, "w1", 30.0)
     # One job per entry; in "default" the urgent one goes first, whatever was named.
@@ -108,9 +108,9 @@ async def test_stream_claim_takes_the_best_jobs_of_a_queue_with_priorities(
 async def test_an_entry_whose_job_is_gone_claims_the_next_job_of_its_queue(
     store: JobStore,
 ) -> None:
-    first = await enqueue(store, "first")
-    second = await enqueue(store, "second")
-    third = await enqueue(store, "third")
+    first = await enqueue(store, "first", dispatch_now=True)
+    second = await enqueue(store, "second", dispatch_now=True)
+    third = await enqueue(store, "third", dispatch_now=True)
     [taken] = await store.claim_delivered_jobs({"default": [first.id]}, "w1", 30.0)
     assert taken.id == first.id
     # first's entry read again (a duplicate), and one that names nothing claimable here:
@@ -118,3 +118,19 @@ async def test_an_entry_whose_job_is_gone_claims_the_next_job_of_its_queue(
     assert {c.id for c in got} == {second.id, third.id}
     assert await store.claim_delivered_jobs({"default": [None], "other": [None]},
                                             "w3", 30.0) == []
+
+
+async def test_a_stream_claim_takes_only_jobs_that_were_given_an_entry(store: JobStore) -> None:
+    """Entries and jobs stay one to one: an entry spent on a job that has no entry of its own
+    (not dispatched yet: the scheduler is about to XADD it) would leave the entry's own job
+    waiting for the sweep."""
+    store.priority_aging_s = 86400.0
+    named = await enqueue(store, "named", dispatch_now=True)
+    undispatched = await enqueue(store, "undispatched", priority=5)  # ranks first
+    dispatched = await enqueue(store, "dispatched", priority=3, dispatch_now=True)
+    got = await store.claim_delivered_jobs({"default": [named.id]}, "w1", 30.0)
+    assert [c.id for c in got] == [dispatched.id], "the best job that has an entry"
+    got = await store.claim_delivered_jobs({"default": [dispatched.id]}, "w1", 30.0)
+    assert [c.id for c in got] == [named.id]
+    assert await store.claim_delivered_jobs({"default": [None]}, "w1", 30.0) == []
+    assert await _order(store) == [undispatched.id], "left for its own entry (or a poller)"
