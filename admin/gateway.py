@@ -25,14 +25,14 @@ from gochatd.model import EnqueueRequest, EnqueueResult
 from gochatd.new_job import NewJob
 
 if TYPE_CHECKING:
+    from gochatd.control import Control
     from gochatd.gateway.gateway import Gateway
-    from gochatd.service import Worker
 
 REALM = 'Bearer realm="gochatd-gateway"'
 
 
-def register(app: QuartTrio, worker: Worker) -> None:
-    gateway = worker.gateway
+def register(app: QuartTrio, daemon: Control) -> None:
+    gateway = daemon.gateway
     assert gateway is not None
 
     @app.post("/v1/jobs")
@@ -52,7 +52,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
                            "ASCII characters (single spaces inside allowed)")
         try:
             job = parse_job(body, tenant_id=tenant, idempotency_key=idempotency_key,
-                            max_payload_bytes=worker.settings.worker_max_payload_bytes)
+                            max_payload_bytes=daemon.settings.worker_max_payload_bytes)
         except InvalidJob as exc:
             gateway.count(tenant, "invalid")
             raise ApiError(400, "bad_request", str(exc)) from None
@@ -60,7 +60,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
         if not decision.admitted:
             return _rate_limited(decision)
         try:
-            [result] = await worker.client.enqueue_many([_new_job(job)])
+            [result] = await daemon.client.enqueue_many([_new_job(job)])
         except IdempotencyConflict as exc:
             gateway.count(tenant, "conflict")
             raise ApiError(409, "idempotency_conflict",
@@ -84,7 +84,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
         body = await _json_body()
         try:
             jobs = parse_batch(body, tenant_id=tenant,
-                               max_payload_bytes=worker.settings.worker_max_payload_bytes)
+                               max_payload_bytes=daemon.settings.worker_max_payload_bytes)
         except InvalidJob as exc:
             gateway.count(tenant, "invalid")
             raise ApiError(400, "bad_request", str(exc)) from None
@@ -95,7 +95,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
         decision = await gateway.admit(tenant, len(jobs))
         if not decision.admitted:
             return _rate_limited(decision)
-        results = await worker.client.enqueue_many([_new_job(j) for j in jobs],
+        results = await daemon.client.enqueue_many([_new_job(j) for j in jobs],
                                                    raise_on_conflict=False)
         items = [_item(i, r) for i, r in enumerate(results)]
         for outcome in ("created", "replayed", "conflict"):
