@@ -130,19 +130,19 @@ async def _body(allowed: set[str]) -> dict[str, Any]:
 
 def register(app: QuartTrio, daemon: Control) -> None:
     app.url_map.converters["job_id"] = JobIdConverter
+    _register_process(app, daemon)
+    _register_queues(app, daemon)
+    _register_jobs(app, daemon)
 
-    async def known_queues() -> set[str]:
-        stats = await daemon.store.queue_stats()
-        return (set(daemon.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
-                | {s.queue for s in stats} | set(await daemon.store.paused_queues()))
+
+def _register_process(app: QuartTrio, daemon: Control) -> None:
+    """This process: its controls, its config, and the documents it serves."""
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
         gateway = daemon.gateway is not None and not daemon.settings.gateway_listen
         return jsonify(openapi_document(auth_required=bool(daemon.settings.admin_token),
                                         gateway=gateway))
-
-    # -- this process ----------------------------------------------------------------------
 
     @app.post("/v1/drain")
     async def drain() -> Response:
@@ -180,7 +180,14 @@ def register(app: QuartTrio, daemon: Control) -> None:
         """The defaults the daemons published for their handlers (docs/job-types.md)."""
         return jsonify({"job_types": [t.to_dict() for t in await daemon.store.list_job_types()]})
 
-    # -- queues (fleet-wide) ---------------------------------------------------------------
+
+def _register_queues(app: QuartTrio, daemon: Control) -> None:
+    """Queues (fleet-wide): their counts, and pausing them."""
+
+    async def known_queues() -> set[str]:
+        stats = await daemon.store.queue_stats()
+        return (set(daemon.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
+                | {s.queue for s in stats} | set(await daemon.store.paused_queues()))
 
     @app.get("/v1/queues")
     async def queues() -> Response:
@@ -226,7 +233,9 @@ def register(app: QuartTrio, daemon: Control) -> None:
     async def resume_queue(queue: str) -> Response:
         return await set_paused(queue, False)
 
-    # -- jobs ------------------------------------------------------------------------------
+
+def _register_jobs(app: QuartTrio, daemon: Control) -> None:
+    """Jobs (fleet-wide): list, look up, retry, cancel."""
 
     @app.get("/v1/jobs")
     async def list_jobs() -> Response:

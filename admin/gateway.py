@@ -37,19 +37,11 @@ def register(app: QuartTrio, daemon: Control) -> None:
 
     @app.post("/v1/jobs")
     async def enqueue_job() -> Response:
-        refused = _cross_origin()
-        if refused is not None:
-            return refused
-        tenant = _tenant(gateway)
-        if tenant is None:
-            return _unauthorized()
+        tenant = _caller(gateway)
+        if isinstance(tenant, Response):
+            return tenant
         body = await _json_body()
-        idempotency_key = request.headers.get("Idempotency-Key")
-        if idempotency_key is not None and not (
-            len(idempotency_key) <= 512 and IDEMPOTENCY_KEY_RE.match(idempotency_key)
-        ):
-            raise ApiError(400, "bad_request", "Idempotency-Key: expected 1-512 visible "
-                           "ASCII characters (single spaces inside allowed)")
+        idempotency_key = _idempotency_key()
         try:
             job = parse_job(body, tenant_id=tenant, idempotency_key=idempotency_key,
                             max_payload_bytes=daemon.settings.worker_max_payload_bytes)
@@ -75,12 +67,9 @@ def register(app: QuartTrio, daemon: Control) -> None:
 
     @app.post("/v1/jobs:batch")
     async def enqueue_batch() -> Response:
-        refused = _cross_origin()
-        if refused is not None:
-            return refused
-        tenant = _tenant(gateway)
-        if tenant is None:
-            return _unauthorized()
+        tenant = _caller(gateway)
+        if isinstance(tenant, Response):
+            return tenant
         body = await _json_body()
         try:
             jobs = parse_batch(body, tenant_id=tenant,
@@ -97,17 +86,38 @@ def register(app: QuartTrio, daemon: Control) -> None:
             return _rate_limited(decision)
         results = await daemon.client.enqueue_many([_new_job(j) for j in jobs],
                                                    raise_on_conflict=False)
-        items = [_item(i, r) for i, r in enumerate(results)]
-        for outcome in ("created", "replayed", "conflict"):
-            n = sum(1 for item in items if item["outcome"] == outcome)
-            if n:
-                gateway.count(tenant, outcome, n)
-        return jsonify({
-            "results": items,
-            "created": sum(1 for r in results if r.created),
-            "replayed": sum(1 for r in results if not r.created and not r.conflict),
-            "conflicts": sum(1 for r in results if r.conflict),
-        })
+        return _batch_response(gateway, tenant, results)
+
+
+def _batch_response(gateway: Gateway, tenant: str, results: list[EnqueueResult]) -> Response:
+    items = [_item(i, r) for i, r in enumerate(results)]
+    for outcome in ("created", "replayed", "conflict"):
+        n = sum(1 for item in items if item["outcome"] == outcome)
+        if n:
+            gateway.count(tenant, outcome, n)
+    return jsonify({
+        "results": items,
+        "created": sum(1 for r in results if r.created),
+        "replayed": sum(1 for r in results if not r.created and not r.conflict),
+        "conflicts": sum(1 for r in results if r.conflict),
+    })
+
+
+def _caller(gateway: Gateway) -> str | Response:
+    """The calling tenant, or the refusal (a cross-site page, no valid key)."""
+    refused = _cross_origin()
+    if refused is not None:
+        return refused
+    tenant = _tenant(gateway)
+    return _unauthorized() if tenant is None else tenant
+
+
+def _idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (len(key) <= 512 and IDEMPOTENCY_KEY_RE.match(key)):
+        raise ApiError(400, "bad_request", "Idempotency-Key: expected 1-512 visible "
+                       "ASCII characters (single spaces inside allowed)")
+    return key
 
 
 def _tenant(gateway: Gateway) -> str | None:

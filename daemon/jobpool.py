@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 import trio
 
 from gochatd.counters import Counters
-from gochatd.dispatch.redis_streams import StreamEntry
+from gochatd.dispatch.entries import StreamEntry
 from gochatd.lifecycle import STOP_NOW_S, Lifecycle
 from gochatd.logs import get_logger
 from gochatd.loops.finish import Finisher, FinishRequest

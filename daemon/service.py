@@ -117,7 +117,8 @@ class Worker:
                                  worker_id=worker_id)
         self.store: RoutedStore = open_routed_store(
             settings.database_url, pool_size=settings.worker_db_pool_size)
-        self.streams = _streams(settings, worker_id) if settings.redis_url else None
+        self.streams = (RedisStreams.from_settings(settings, consumer=worker_id)
+                        if settings.redis_url else None)
         self.counters = Counters(worker_id)
         self.wakeups = Wakeups()
         self.queues = QueueSelection(settings.worker_queues,
@@ -395,13 +396,3 @@ class Worker:
                 else:
                     self.lifecycle.request_stop(force=self.lifecycle.stopping)
 
-
-def _streams(settings: Settings, worker_id: str) -> RedisStreams:
-    return RedisStreams(
-        settings.redis_url,
-        prefix=settings.worker_redis_stream_prefix,
-        group=settings.worker_redis_consumer_group,
-        consumer=worker_id,
-        maxlen=settings.worker_redis_stream_maxlen,
-        block_s=settings.worker_redis_block_timeout_s,
-    )

@@ -18,7 +18,8 @@ import trio
 
 from gochatd.config import Settings
 from gochatd.counters import Counters
-from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
+from gochatd.dispatch.entries import StreamEntry
+from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.jobpool import JobPool
 from gochatd.lifecycle import Lifecycle, State

@@ -127,7 +127,7 @@ class PeriodicEnqueuer:
                 except StoreUnavailable as exc:
                     self._counters.transient_error("periodic", exc)
                     wait_s = 1.0
-                except InvalidJob as exc:  # e.g. a payload over worker.max_payload_bytes
+                except InvalidJob as exc:  # e.g. a payload over the max_payload_bytes setting
                     self._log.error("periodic_invalid", error=str(exc))
             await trio.sleep(wait_s)
 

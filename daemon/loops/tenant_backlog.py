@@ -1,7 +1,7 @@
 """Tenant backlog: in streams mode, claim the due jobs of tenants with ``max_running``.
 
 A stream-delivered job refused for its tenant's cap stays queued and its entry is acked, so
-without this loop it would wait for the sweep (``worker.redis.sweep_interval_s``). Every
+without this loop it would wait for the sweep (``sweep_interval_s``). Every
 ``poll_interval_max_s``, while the worker streams and has free slots, it claims such jobs
 with the same capped claim as the poller. It runs beside the intake in the job pool (claimed
 jobs start there) and ends when the worker stops claiming. In polling mode the poller
