@@ -165,28 +165,28 @@ class Worker:
         """Each loop with its validated config and the few collaborators it needs."""
         store, counters, wakeups, wid = self.store, self.counters, self.wakeups, self.worker_id
         self.reaper = Reaper(ReapConfig.from_settings(settings), store=store,
-                             counters=counters, wakeups=wakeups)
+                             counters=counters, wakeups=wakeups, worker_id=wid)
         self.retention = Retention(RetentionPolicy.from_settings(settings),
                                    settings.retention_interval_s, store=store,
-                                   metrics=self.metrics, counters=counters)
+                                   metrics=self.metrics, counters=counters, worker_id=wid)
         self.heartbeat = Heartbeat(store=store, jobs=self.jobs, worker_id=wid,
                                    lease_s=settings.worker_lease_s, counters=counters)
         self.notify = NotifyListener(store=store, wakeups=wakeups, counters=counters)
         self.pauses = PauseFollower(store=store, queues=self.queues, wakeups=wakeups,
-                                    counters=counters)
+                                    counters=counters, worker_id=wid)
         self.routes = RouteFollower(store=store, worker_id=wid, wakeups=wakeups,
                                     counters=counters)
         self.scheduler = Scheduler(
             ScheduleConfig.from_settings(settings), store=store, streams=self.streams,
             queues=self.queues, lifecycle=self.lifecycle, wakeup=wakeups.schedule,
-            counters=counters) if self.streams is not None else None
+            counters=counters, worker_id=wid) if self.streams is not None else None
         self.watchdog = Watchdog(notifier=self.lifecycle.notifier, lifecycle=self.lifecycle)
         specs = checked_specs(effective_specs(settings.periodic), self.registry,
                               settings.worker_max_payload_bytes)
         self.periodic = PeriodicEnqueuer(
             specs, store=store, registry=self.registry, lifecycle=self.lifecycle,
             max_payload_bytes=settings.worker_max_payload_bytes, counters=counters,
-            on_enqueued=self._on_enqueued) if specs else None
+            on_enqueued=self._on_enqueued, worker_id=wid) if specs else None
         providers = build_providers(settings) if settings.outbox_enabled else {}
         self.outbox = OutboxSender(
             OutboxConfig.from_settings(settings), providers, store=store, worker_id=wid,
@@ -319,7 +319,7 @@ class Worker:
         if self.outbox is not None:
             loops.append(self.outbox.run)
         if self.gateway is not None:
-            loops.append(GatewayProbe(self.gateway).run)
+            loops.append(GatewayProbe(self.gateway, worker_id=self.worker_id).run)
         return loops
 
     async def run(self, *, handle_signals: bool = False) -> int:

@@ -65,9 +65,9 @@ class ProbeResult:
 class GatewayProbe:
     """While the limiter runs locally (Redis down), probe Redis once a second."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, *, worker_id: str) -> None:
         self._gateway = gateway
-        self._log = get_logger(component="gateway")
+        self._log = get_logger(worker_id=worker_id)
 
     async def run_once(self) -> ProbeResult:
         limiter = self._gateway.limiter

@@ -66,7 +66,7 @@ class Intake:
         self._wakeups = wakeups
         self._counters = counters
         self._worker_id = worker_id
-        self._log = get_logger(component="intake", worker_id=worker_id)
+        self._log = get_logger(worker_id=worker_id)
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = IntakeConfig.from_settings(settings)

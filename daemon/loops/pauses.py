@@ -26,7 +26,7 @@ class PausesResult:
 
 class PauseFollower:
     def __init__(self, *, store: JobStore, queues: QueueSelection, wakeups: Wakeups,
-                 counters: Counters) -> None:
+                 counters: Counters, worker_id: str) -> None:
         self._store = store
         self._queues = queues
         self._wakeups = wakeups
@@ -34,7 +34,7 @@ class PauseFollower:
         #: One refresh at a time (the loop's and the admin API's after a pause): a read
         #: that began before a pause committed must not overwrite the state read after it.
         self._lock = trio.Lock()
-        self._log = get_logger(component="pauses")
+        self._log = get_logger(worker_id=worker_id)
 
     async def run_once(self) -> PausesResult:
         async with self._lock:

@@ -98,7 +98,7 @@ class PeriodicResult:
 class PeriodicEnqueuer:
     def __init__(self, specs: Sequence[PeriodicSpec], *, store: JobStore, registry: Registry,
                  max_payload_bytes: int, lifecycle: Lifecycle, counters: Counters,
-                 on_enqueued: Callable[[Job], None]) -> None:
+                 on_enqueued: Callable[[Job], None], worker_id: str) -> None:
         self.specs = list(specs)
         self._store = store
         self._registry = registry
@@ -106,7 +106,7 @@ class PeriodicEnqueuer:
         self._lifecycle = lifecycle
         self._counters = counters
         self._on_enqueued = on_enqueued
-        self._log = get_logger(component="periodic")
+        self._log = get_logger(worker_id=worker_id)
 
     async def run_once(self) -> PeriodicResult:
         taken, due_in_s = await run_once(

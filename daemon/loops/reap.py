@@ -60,13 +60,13 @@ class ReapWindow:
 
 class Reaper:
     def __init__(self, config: ReapConfig, *, store: JobStore, counters: Counters,
-                 wakeups: Wakeups) -> None:
+                 wakeups: Wakeups, worker_id: str) -> None:
         self.config = config
         self._store = store
         self._counters = counters
         self._wakeups = wakeups
         self._window = ReapWindow()
-        self._log = get_logger(component="reaper")
+        self._log = get_logger(worker_id=worker_id)
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = ReapConfig.from_settings(settings)

@@ -92,13 +92,13 @@ class RetentionResult:
 
 class Retention:
     def __init__(self, policy: RetentionPolicy, interval_s: float, *, store: JobStore,
-                 metrics: Metrics, counters: Counters) -> None:
+                 metrics: Metrics, counters: Counters, worker_id: str) -> None:
         self.policy = policy
         self.interval_s = interval_s
         self._store = store
         self._metrics = metrics
         self._counters = counters
-        self._log = get_logger(component="retention")
+        self._log = get_logger(worker_id=worker_id)
 
     def reconfigure(self, settings: Settings) -> None:
         self.policy = RetentionPolicy.from_settings(settings)

@@ -59,7 +59,7 @@ class ScheduleResult:
 class Scheduler:
     def __init__(self, config: ScheduleConfig, *, store: JobStore, streams: RedisStreams,
                  queues: QueueSelection, lifecycle: Lifecycle, wakeup: Wakeup,
-                 counters: Counters) -> None:
+                 counters: Counters, worker_id: str) -> None:
         self.config = config
         self._store = store
         self._streams = streams
@@ -69,7 +69,7 @@ class Scheduler:
         self._counters = counters
         self._window = ScanWindow()
         self._next_sweep: float | None = None
-        self._log = get_logger(component="scheduler")
+        self._log = get_logger(worker_id=worker_id)
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = ScheduleConfig.from_settings(settings)

@@ -25,7 +25,8 @@ async def test_the_reaper_reports_what_it_reaped(store: JobStore, backend_url: s
     await sql(backend_url, "UPDATE background_jobs SET lease_expires_at = "
               f"{now_sql(backend_url, -5)} WHERE id = %s", [job_id])
     counters, wakeups = Counters("test"), Wakeups()
-    reaper = Reaper(ReapConfig(interval_s=1.0), store=store, counters=counters, wakeups=wakeups)
+    reaper = Reaper(ReapConfig(interval_s=1.0), store=store, counters=counters, wakeups=wakeups,
+                    worker_id="test")
     result = await reaper.run_once()
     assert (result.retried, result.dead, result.count) == (1, 0, 1)
     assert counters["reaped_leases"] == 1
@@ -38,7 +39,8 @@ async def test_the_reaper_reports_what_it_reaped(store: JobStore, backend_url: s
 async def test_the_pause_follower_applies_fleet_pauses(store: JobStore) -> None:
     queues = QueueSelection({"default": 2, "low": 1})
     wakeups = Wakeups()
-    follower = PauseFollower(store=store, queues=queues, wakeups=wakeups, counters=Counters())
+    follower = PauseFollower(store=store, queues=queues, wakeups=wakeups, counters=Counters(),
+                             worker_id="test")
     first = await follower.run_once()
     assert first.paused == frozenset() and not first.changed
     assert await store.pause_queue("low", "operator")
