@@ -9,16 +9,14 @@ from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 from werkzeug.routing import BaseConverter
 
-from gochatd import control
 from gochatd.admin.app import ApiError, json_body
 from gochatd.admin.openapi import openapi_document
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
-from gochatd.loops.pauses import refresh_pauses
 from gochatd.model import Job, JobFilter, JobStatus
 from gochatd.registry import QUEUE_RE
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 MAX_PAGE = 500
 MAX_ID = 2**63 - 1
@@ -130,21 +128,21 @@ async def _body(allowed: set[str]) -> dict[str, Any]:
     return json_body(data, allowed)
 
 
-def register(app: QuartTrio, worker: Worker) -> None:
+def register(app: QuartTrio, daemon: Control) -> None:
     app.url_map.converters["job_id"] = JobIdConverter
+    _register_process(app, daemon)
+    _register_queues(app, daemon)
+    _register_jobs(app, daemon)
 
-    async def known_queues() -> set[str]:
-        stats = await worker.store.queue_stats()
-        return (set(worker.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
-                | {s.queue for s in stats} | set(await worker.store.paused_queues()))
+
+def _register_process(app: QuartTrio, daemon: Control) -> None:
+    """This process: its controls, its config, and the documents it serves."""
 
     @app.get("/v1/openapi.json")
     async def openapi() -> Response:
-        gateway = worker.gateway is not None and not worker.settings.gateway_listen
-        return jsonify(openapi_document(auth_required=bool(worker.settings.admin_token),
+        gateway = daemon.gateway is not None and not daemon.settings.gateway_listen
+        return jsonify(openapi_document(auth_required=bool(daemon.settings.admin_token),
                                         gateway=gateway))
-
-    # -- this process ----------------------------------------------------------------------
 
     @app.post("/v1/drain")
     async def drain() -> Response:
@@ -152,45 +150,50 @@ def register(app: QuartTrio, worker: Worker) -> None:
         exit_flag = request.args.get("exit", "false")
         if exit_flag not in {"true", "false", "1", "0"}:
             raise ApiError(400, "bad_request", "exit must be true or false")
-        control.drain(worker, exit_when_drained=exit_flag in {"true", "1"})
-        return jsonify(control.status(worker))
+        daemon.drain(exit_when_drained=exit_flag in {"true", "1"})
+        return jsonify(daemon.status())
 
     @app.post("/v1/pause")
     async def pause() -> Response:
         await _body(set())
-        control.pause(worker)
-        return jsonify(control.status(worker))
+        daemon.pause()
+        return jsonify(daemon.status())
 
     @app.post("/v1/resume")
     async def resume() -> Response:
         await _body(set())
-        if worker.stopping:
+        if not daemon.resume():
             raise ApiError(409, "stopping", "the worker is stopping and cannot resume")
-        control.resume(worker)
-        return jsonify(control.status(worker))
+        return jsonify(daemon.status())
 
     @app.post("/v1/reload")
     async def reload() -> Response:
         await _body(set())
-        applied, restart = worker.reload(strict=True)
+        applied, restart, reloaded_at = daemon.reload()
         return jsonify({"applied": applied, "needs_restart": restart,
-                        "reloaded_at": worker.last_reload_at.isoformat()
-                        if worker.last_reload_at else None})
+                        "reloaded_at": reloaded_at.isoformat() if reloaded_at else None})
 
     # -- job types (fleet-wide) ------------------------------------------------------------
 
     @app.get("/v1/job-types")
     async def job_types() -> Response:
         """The defaults the daemons published for their handlers (docs/job-types.md)."""
-        return jsonify({"job_types": [t.to_dict() for t in await worker.store.list_job_types()]})
+        return jsonify({"job_types": [t.to_dict() for t in await daemon.store.list_job_types()]})
 
-    # -- queues (fleet-wide) ---------------------------------------------------------------
+
+def _register_queues(app: QuartTrio, daemon: Control) -> None:
+    """Queues (fleet-wide): their counts, and pausing them."""
+
+    async def known_queues() -> set[str]:
+        stats = await daemon.store.queue_stats()
+        return (set(daemon.settings.worker_queues) | set(DEFAULT_QUEUE_WEIGHTS)
+                | {s.queue for s in stats} | set(await daemon.store.paused_queues()))
 
     @app.get("/v1/queues")
     async def queues() -> Response:
-        stats = {s.queue: s for s in await worker.store.queue_stats()}
-        paused = await worker.store.paused_queues()
-        names = sorted(set(worker.settings.worker_queues) | set(stats) | paused)
+        stats = {s.queue: s for s in await daemon.store.queue_stats()}
+        paused = await daemon.store.paused_queues()
+        names = sorted(set(daemon.settings.worker_queues) | set(stats) | paused)
         out = []
         for name in names:
             s = stats.get(name)
@@ -203,7 +206,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
                 "dead": s.dead if s else 0,
                 "oldest_due_age_s": s.oldest_due_age_s if s else None,
                 "paused": name in paused,
-                "weight": worker.settings.worker_queues.get(name, 0),
+                "weight": daemon.settings.worker_queues.get(name, 0),
             })
         return jsonify({"queues": out})
 
@@ -214,12 +217,12 @@ def register(app: QuartTrio, worker: Worker) -> None:
         if name not in await known_queues():
             raise ApiError(404, "unknown_queue", f"no queue named {name!r}")
         if paused:
-            changed = await worker.store.pause_queue(name, worker.worker_id)
+            changed = await daemon.store.pause_queue(name, daemon.worker_id)
         else:
-            changed = await worker.store.resume_queue(name)
-        worker.log.info("queue_paused" if paused else "queue_resumed", queue=name)
+            changed = await daemon.store.resume_queue(name)
+        daemon.log.info("queue_paused" if paused else "queue_resumed", queue=name)
         # This process follows at once; the rest of the fleet within pauses.REFRESH_S.
-        await refresh_pauses(worker)
+        await daemon.refresh_pauses()
         return jsonify({"queue": name, "paused": paused, "changed": changed})
 
     @app.post("/v1/queues/<queue>/pause")
@@ -230,7 +233,9 @@ def register(app: QuartTrio, worker: Worker) -> None:
     async def resume_queue(queue: str) -> Response:
         return await set_paused(queue, False)
 
-    # -- jobs ------------------------------------------------------------------------------
+
+def _register_jobs(app: QuartTrio, daemon: Control) -> None:
+    """Jobs (fleet-wide): list, look up, retry, cancel."""
 
     @app.get("/v1/jobs")
     async def list_jobs() -> Response:
@@ -243,13 +248,13 @@ def register(app: QuartTrio, worker: Worker) -> None:
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
             after_id=_cursor_arg(args.get("cursor")),
         )
-        jobs = await worker.store.list_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        jobs = await daemon.store.list_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
         cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
         return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
 
     @app.get("/v1/jobs/<job_id:job_id>")
     async def get_job(job_id: str) -> Response:
-        job = await worker.store.get_job(_job_id(job_id))
+        job = await daemon.store.get_job(_job_id(job_id))
         if job is None:
             raise ApiError(404, "not_found", f"job {job_id} not found")
         return jsonify(job_json(job))
@@ -257,15 +262,14 @@ def register(app: QuartTrio, worker: Worker) -> None:
     @app.post("/v1/jobs/<job_id:job_id>/retry")
     async def retry_job(job_id: str) -> Response:
         await _body(set())
-        job = await worker.store.retry_job(_job_id(job_id))
-        worker.intake_wakeup.set()
-        worker.schedule_wakeup.set()
+        job = await daemon.store.retry_job(_job_id(job_id))
+        daemon.new_work()
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/<job_id:job_id>/cancel")
     async def cancel_job(job_id: str) -> Response:
         await _body(set())
-        job = await worker.store.cancel_job(_job_id(job_id))
+        job = await daemon.store.cancel_job(_job_id(job_id))
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/retry")
@@ -278,7 +282,6 @@ def register(app: QuartTrio, worker: Worker) -> None:
             job_type=_text_arg("job_type", body.get("job_type")),
             limit=_body_int("limit", body.get("limit"), 1000, 1, 10_000),
         )
-        ids = await worker.store.retry_dead_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
-        worker.intake_wakeup.set()
-        worker.schedule_wakeup.set()
+        ids = await daemon.store.retry_dead_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        daemon.new_work()
         return jsonify({"retried": len(ids), "ids": ids[:1000]})

@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 from gochatd.errors import InvalidTransition, JobNotFound, StoreUnavailable, UserError
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: The gateway's endpoints: authenticated by tenant API keys, not by the admin token.
@@ -60,24 +60,24 @@ def error_response(status: int, code: str, message: str) -> Response:
     return response
 
 
-def create_app(worker: Worker) -> QuartTrio:
+def create_app(daemon: Control) -> QuartTrio:
     app = QuartTrio("gochatd.admin")
-    app.config["MAX_CONTENT_LENGTH"] = worker.settings.admin_max_body_bytes
+    app.config["MAX_CONTENT_LENGTH"] = daemon.settings.admin_max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
-    app.extensions["gochatd.worker"] = worker
+    app.extensions["gochatd.control"] = daemon
 
     @app.before_request
     async def authorize() -> Response | None:
         if request.method == "POST" and request.path in GATEWAY_PATHS:
             return None  # tenants' API keys, checked by admin/gateway.py; never the admin token
-        token = worker.settings.admin_token
+        token = daemon.settings.admin_token
         if not token and request.host and not is_loopback_host(request.host):
             # Without a token the API trusts whoever can reach loopback. A Host naming
             # another site means a browser was pointed here by DNS rebinding: refuse it.
             return error_response(403, "host_not_allowed",
                                   "without an admin token only loopback Host names are served")
         presented = _bearer()
-        gateway = worker.gateway
+        gateway = daemon.gateway
         if presented and gateway is not None and gateway.keys.tenant_for(presented):
             return error_response(403, "tenant_key", "a tenant's API key does not open the "
                                   "admin API")
@@ -96,7 +96,7 @@ def create_app(worker: Worker) -> QuartTrio:
             return response
         return None
 
-    register_errors(app, worker)
+    register_errors(app, daemon)
 
     @app.get("/")
     async def dashboard() -> Response:
@@ -106,23 +106,23 @@ def create_app(worker: Worker) -> QuartTrio:
 
     from gochatd.admin import api, outbox_api, probes, tenants
 
-    probes.register(app, worker)
-    api.register(app, worker)
-    outbox_api.register(app, worker)
-    tenants.register(app, worker)
-    if worker.gateway is not None and not worker.settings.gateway_listen:
+    probes.register(app, daemon)
+    api.register(app, daemon)
+    outbox_api.register(app, daemon)
+    tenants.register(app, daemon)
+    if daemon.gateway is not None and not daemon.settings.gateway_listen:
         from gochatd.admin import gateway
 
-        gateway.register(app, worker)
+        gateway.register(app, daemon)
     else:
-        _register_gateway_elsewhere(app, worker)
+        _register_gateway_elsewhere(app, daemon)
     return app
 
 
-def _register_gateway_elsewhere(app: QuartTrio, worker: Worker) -> None:
+def _register_gateway_elsewhere(app: QuartTrio, daemon: Control) -> None:
     """POST /v1/jobs where this listener does not serve the gateway: say why, rather than
     405 (the path exists for GET: the admin API's listing)."""
-    if worker.gateway is None:
+    if daemon.gateway is None:
         code, message = "gateway_off", ("the gateway is off on this daemon (--worker-only or "
                                         "gateway.listen: off); enqueue through a daemon "
                                         "that runs it")
@@ -145,7 +145,7 @@ def _bearer() -> str | None:
     return presented.strip()
 
 
-def register_errors(app: QuartTrio, worker: Worker) -> None:
+def register_errors(app: QuartTrio, daemon: Control) -> None:
     """Every error as JSON ``{"error": {"code", "message"}}`` (the gateway's app too)."""
 
     @app.errorhandler(ApiError)
@@ -162,7 +162,7 @@ def register_errors(app: QuartTrio, worker: Worker) -> None:
 
     @app.errorhandler(StoreUnavailable)
     async def store_down(exc: StoreUnavailable) -> Response:
-        worker.log.warning("admin_store_unavailable", path=request.path, error=str(exc))
+        daemon.log.warning("admin_store_unavailable", path=request.path, error=str(exc))
         response = error_response(503, "store_unavailable", "the database is unreachable; retry")
         response.headers["Retry-After"] = "1"
         return response
@@ -182,7 +182,7 @@ def register_errors(app: QuartTrio, worker: Worker) -> None:
 
     @app.errorhandler(Exception)
     async def internal(exc: Exception) -> Response:
-        worker.log.error("admin_request_failed", error_class=type(exc).__name__,
+        daemon.log.error("admin_request_failed", error_class=type(exc).__name__,
                          path=request.path)
         return error_response(500, "internal", "internal error; see the daemon log")
 

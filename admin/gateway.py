@@ -25,34 +25,26 @@ from gochatd.model import EnqueueRequest, EnqueueResult
 from gochatd.new_job import NewJob
 
 if TYPE_CHECKING:
+    from gochatd.control import Control
     from gochatd.gateway.gateway import Gateway
-    from gochatd.service import Worker
 
 REALM = 'Bearer realm="gochatd-gateway"'
 
 
-def register(app: QuartTrio, worker: Worker) -> None:
-    gateway = worker.gateway
+def register(app: QuartTrio, daemon: Control) -> None:
+    gateway = daemon.gateway
     assert gateway is not None
 
     @app.post("/v1/jobs")
     async def enqueue_job() -> Response:
-        refused = _cross_origin()
-        if refused is not None:
-            return refused
-        tenant = _tenant(gateway)
-        if tenant is None:
-            return _unauthorized()
+        tenant = _caller(gateway)
+        if isinstance(tenant, Response):
+            return tenant
         body = await _json_body()
-        idempotency_key = request.headers.get("Idempotency-Key")
-        if idempotency_key is not None and not (
-            len(idempotency_key) <= 512 and IDEMPOTENCY_KEY_RE.match(idempotency_key)
-        ):
-            raise ApiError(400, "bad_request", "Idempotency-Key: expected 1-512 visible "
-                           "ASCII characters (single spaces inside allowed)")
+        idempotency_key = _idempotency_key()
         try:
             job = parse_job(body, tenant_id=tenant, idempotency_key=idempotency_key,
-                            max_payload_bytes=worker.settings.worker_max_payload_bytes)
+                            max_payload_bytes=daemon.settings.worker_max_payload_bytes)
         except InvalidJob as exc:
             gateway.count(tenant, "invalid")
             raise ApiError(400, "bad_request", str(exc)) from None
@@ -60,7 +52,7 @@ def register(app: QuartTrio, worker: Worker) -> None:
         if not decision.admitted:
             return _rate_limited(decision)
         try:
-            [result] = await worker.client.enqueue_many([_new_job(job)])
+            [result] = await daemon.client.enqueue_many([_new_job(job)])
         except IdempotencyConflict as exc:
             gateway.count(tenant, "conflict")
             raise ApiError(409, "idempotency_conflict",
@@ -75,16 +67,13 @@ def register(app: QuartTrio, worker: Worker) -> None:
 
     @app.post("/v1/jobs:batch")
     async def enqueue_batch() -> Response:
-        refused = _cross_origin()
-        if refused is not None:
-            return refused
-        tenant = _tenant(gateway)
-        if tenant is None:
-            return _unauthorized()
+        tenant = _caller(gateway)
+        if isinstance(tenant, Response):
+            return tenant
         body = await _json_body()
         try:
             jobs = parse_batch(body, tenant_id=tenant,
-                               max_payload_bytes=worker.settings.worker_max_payload_bytes)
+                               max_payload_bytes=daemon.settings.worker_max_payload_bytes)
         except InvalidJob as exc:
             gateway.count(tenant, "invalid")
             raise ApiError(400, "bad_request", str(exc)) from None
@@ -95,19 +84,40 @@ def register(app: QuartTrio, worker: Worker) -> None:
         decision = await gateway.admit(tenant, len(jobs))
         if not decision.admitted:
             return _rate_limited(decision)
-        results = await worker.client.enqueue_many([_new_job(j) for j in jobs],
+        results = await daemon.client.enqueue_many([_new_job(j) for j in jobs],
                                                    raise_on_conflict=False)
-        items = [_item(i, r) for i, r in enumerate(results)]
-        for outcome in ("created", "replayed", "conflict"):
-            n = sum(1 for item in items if item["outcome"] == outcome)
-            if n:
-                gateway.count(tenant, outcome, n)
-        return jsonify({
-            "results": items,
-            "created": sum(1 for r in results if r.created),
-            "replayed": sum(1 for r in results if not r.created and not r.conflict),
-            "conflicts": sum(1 for r in results if r.conflict),
-        })
+        return _batch_response(gateway, tenant, results)
+
+
+def _batch_response(gateway: Gateway, tenant: str, results: list[EnqueueResult]) -> Response:
+    items = [_item(i, r) for i, r in enumerate(results)]
+    for outcome in ("created", "replayed", "conflict"):
+        n = sum(1 for item in items if item["outcome"] == outcome)
+        if n:
+            gateway.count(tenant, outcome, n)
+    return jsonify({
+        "results": items,
+        "created": sum(1 for r in results if r.created),
+        "replayed": sum(1 for r in results if not r.created and not r.conflict),
+        "conflicts": sum(1 for r in results if r.conflict),
+    })
+
+
+def _caller(gateway: Gateway) -> str | Response:
+    """The calling tenant, or the refusal (a cross-site page, no valid key)."""
+    refused = _cross_origin()
+    if refused is not None:
+        return refused
+    tenant = _tenant(gateway)
+    return _unauthorized() if tenant is None else tenant
+
+
+def _idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not (len(key) <= 512 and IDEMPOTENCY_KEY_RE.match(key)):
+        raise ApiError(400, "bad_request", "Idempotency-Key: expected 1-512 visible "
+                       "ASCII characters (single spaces inside allowed)")
+    return key
 
 
 def _tenant(gateway: Gateway) -> str | None:

@@ -15,34 +15,34 @@ from gochatd.admin.app import register_errors
 from gochatd.admin.server import ShieldedSend, start_listener
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 
-def create_gateway_app(worker: Worker) -> QuartTrio:
+def create_gateway_app(daemon: Control) -> QuartTrio:
     app = QuartTrio("gochatd.gateway")
-    app.config["MAX_CONTENT_LENGTH"] = worker.settings.admin_max_body_bytes
+    app.config["MAX_CONTENT_LENGTH"] = daemon.settings.admin_max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
-    register_errors(app, worker)
-    gateway.register(app, worker)
+    register_errors(app, daemon)
+    gateway.register(app, daemon)
     return app
 
 
 async def serve_gateway(
-    worker: Worker,
+    daemon: Control,
     shutdown_trigger: Callable[[], Awaitable[None]],
     *,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    listen = worker.settings.gateway_listen
+    listen = daemon.settings.gateway_listen
     config = Config()
     config.bind = [listen]
     config.accesslog = None
     config.errorlog = None
     config.graceful_timeout = 5.0
     config.keep_alive_timeout = 5.0
-    app = ShieldedSend(create_gateway_app(worker))
+    app = ShieldedSend(create_gateway_app(daemon))
     async with trio.open_nursery() as nursery:
         binds = await start_listener(nursery, app, config, shutdown_trigger, "gateway.listen")
         address = binds[0] if binds else listen
-        worker.log.info("gateway_listening", address=address)
+        daemon.log.info("gateway_listening", address=address)
         task_status.started(address)

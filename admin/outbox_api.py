@@ -20,7 +20,7 @@ from gochatd.admin.app import ApiError
 from gochatd.outbox.model import OutboxFilter, OutboxStatus
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 
 def _status_arg(raw: str | None) -> OutboxStatus | None:
@@ -33,7 +33,7 @@ def _status_arg(raw: str | None) -> OutboxStatus | None:
         raise ApiError(400, "bad_request", f"status must be one of: {allowed}") from None
 
 
-def register(app: QuartTrio, worker: Worker) -> None:
+def register(app: QuartTrio, daemon: Control) -> None:
     @app.get("/v1/outbox")
     async def list_outbox() -> Response:
         args = request.args
@@ -44,13 +44,13 @@ def register(app: QuartTrio, worker: Worker) -> None:
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
             after_id=_cursor_arg(args.get("cursor")),
         )
-        rows = await worker.store.list_outbox(flt) if _storable(flt.tenant_id, flt.channel) else []
+        rows = await daemon.store.list_outbox(flt) if _storable(flt.tenant_id, flt.channel) else []
         cursor = str(rows[-1].id) if len(rows) == flt.limit else None
         return jsonify({"messages": [r.to_dict() for r in rows], "next_cursor": cursor})
 
     @app.get("/v1/outbox/<message_id>")
     async def get_outbox(message_id: str) -> Response:
-        row = await worker.store.get_outbox(_job_id(message_id))
+        row = await daemon.store.get_outbox(_job_id(message_id))
         if row is None:
             raise ApiError(404, "not_found", f"outbox message {message_id} not found")
         return jsonify(row.to_dict())
@@ -59,13 +59,13 @@ def register(app: QuartTrio, worker: Worker) -> None:
     async def retry_outbox(message_id: str) -> Response:
         await _body(set())
         ident = _job_id(message_id)
-        row = await worker.store.requeue_outbox(ident)
+        row = await daemon.store.requeue_outbox(ident)
         if row is None:
-            current = await worker.store.get_outbox(ident)
+            current = await daemon.store.get_outbox(ident)
             if current is None:
                 raise ApiError(404, "not_found", f"outbox message {ident} not found")
             raise ApiError(409, "invalid_transition",
                            f"cannot retry outbox message {ident}: it is {current.status}, not dead")
-        worker.log.info("outbox_requeued", outbox_id=ident)
-        worker.outbox_wakeup.set()
+        daemon.log.info("outbox_requeued", outbox_id=ident)
+        daemon.outbox_requeued()
         return jsonify(row.to_dict())

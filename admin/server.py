@@ -19,7 +19,7 @@ from gochatd.errors import ConfigError
 from gochatd.logs import get_logger
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 #: How long one ASGI send may take once shielded (see ``ShieldedSend``).
 SEND_SHIELD_S = 10.0
@@ -56,12 +56,12 @@ def check_admin_settings(listen: str, token: str) -> None:
 
 
 async def serve_admin(
-    worker: Worker,
+    daemon: Control,
     shutdown_trigger: Callable[[], Awaitable[None]],
     *,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    settings = worker.settings
+    settings = daemon.settings
     check_admin_settings(settings.admin_listen, settings.admin_token)
     config = Config()
     config.bind = [settings.admin_listen]
@@ -69,11 +69,11 @@ async def serve_admin(
     config.errorlog = None
     config.graceful_timeout = 5.0
     config.keep_alive_timeout = 5.0
-    app = ShieldedSend(create_app(worker))
+    app = ShieldedSend(create_app(daemon))
 
     async def started(binds: list[str]) -> None:
         address = binds[0] if binds else settings.admin_listen
-        worker.log.info("admin_listening", address=address)
+        daemon.log.info("admin_listening", address=address)
         task_status.started(address)
 
     async with trio.open_nursery() as nursery:

@@ -8,14 +8,14 @@ from quart import Response, jsonify
 from quart_trio import QuartTrio
 
 if TYPE_CHECKING:
-    from gochatd.service import Worker
+    from gochatd.control import Control
 
 
-def register(app: QuartTrio, worker: Worker) -> None:
+def register(app: QuartTrio, daemon: Control) -> None:
     @app.get("/v1/tenants")
     async def tenants() -> Response:
-        running = await worker.store.running_by_tenant()
-        settings = worker.settings
+        running = await daemon.store.running_by_tenant()
+        settings = daemon.settings
         configured = settings.tenants
         out = []
         for name in sorted(set(configured) | set(running) | set(settings.gateway_keys.values())):

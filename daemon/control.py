@@ -1,68 +1,123 @@
-"""Operator controls of one worker process: drain, pause, resume, status. Used by the admin
-API; fleet-wide queue pauses live in the store instead."""
+"""What the admin API sees of the daemon and may ask of it: a narrow view, not the daemon.
+
+Per-process controls (drain, pause, resume) ask the ``Lifecycle`` to move; status reads it,
+the job pool and the counters. Fleet-wide queue pauses live in the store instead (the
+admin API writes them, then ``refresh_pauses`` applies them here at once).
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import structlog
 
 import gochatd
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
-
-
-def drain(worker: Worker, *, exit_when_drained: bool = False) -> None:
-    """Stop claiming; in-flight jobs finish. With exit_when_drained, exit 0 once idle."""
-    worker.draining = True
-    worker.exit_when_drained = exit_when_drained or worker.exit_when_drained
-    worker.log.info("worker_drain_requested", exit_when_drained=worker.exit_when_drained,
-                    in_flight=len(worker.active))
-    if exit_when_drained:
-        worker.notifier.stopping(worker.status_line())
-    else:
-        worker.notifier.status(worker.status_line())
-    if worker.exit_when_drained and not worker.active:
-        worker.request_stop()
+from gochatd.client import Client
+from gochatd.config import Settings
+from gochatd.counters import Counters
+from gochatd.gateway.gateway import Gateway
+from gochatd.jobpool import ActiveJobs
+from gochatd.lifecycle import Lifecycle, State
+from gochatd.loops.pauses import PauseFollower
+from gochatd.metrics import Metrics
+from gochatd.outbox.metrics import OutboxMetrics
+from gochatd.queues import QueueSelection
+from gochatd.reload import Reloader
+from gochatd.store import RoutingStore
+from gochatd.wakeup import Wakeups
 
 
-def pause(worker: Worker) -> None:
-    """Stop claiming in this process only (readiness unchanged)."""
-    worker.paused_local = True
-    worker.log.info("worker_paused")
-    worker.notifier.status(worker.status_line())
+class Control:
+    def __init__(
+        self, *, worker_id: str, store: RoutingStore, client: Client, gateway: Gateway | None,
+        lifecycle: Lifecycle, jobs: ActiveJobs, counters: Counters, queues: QueueSelection,
+        pauses: PauseFollower, reloader: Reloader, wakeups: Wakeups, metrics: Metrics,
+        outbox_metrics: OutboxMetrics, log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        self.worker_id = worker_id
+        self.store = store
+        self.client = client
+        self.gateway = gateway
+        self.metrics = metrics
+        self.outbox_metrics = outbox_metrics
+        self.log = log
+        self.started_at = datetime.now(UTC)
+        self._lifecycle = lifecycle
+        self._jobs = jobs
+        self._counters = counters
+        self._queues = queues
+        self._pauses = pauses
+        self._reloader = reloader
+        self._wakeups = wakeups
 
+    @property
+    def settings(self) -> Settings:
+        return self._reloader.settings
 
-def resume(worker: Worker) -> None:
-    """Undo drain (unless already stopping) and pause."""
-    worker.draining = False
-    worker.exit_when_drained = False
-    worker.paused_local = False
-    worker.log.info("worker_resumed")
-    worker.notifier.status(worker.status_line())
-    worker.slot_freed.set()
-    worker.intake_wakeup.set()
+    @property
+    def stopping(self) -> bool:
+        return self._lifecycle.stopping
 
+    @property
+    def draining(self) -> bool:
+        return self._lifecycle.draining
 
-def status(worker: Worker) -> dict[str, Any]:
-    now = datetime.now(UTC)
-    settings = worker.settings
-    return {
-        "worker_id": worker.worker_id,
-        "version": gochatd.__version__,
-        "mode": worker.mode.value,
-        "concurrency": settings.worker_concurrency,
-        "in_flight": len(worker.active),
-        "draining": worker.draining,
-        "exit_when_drained": worker.exit_when_drained,
-        "drained": worker.draining and not worker.active,
-        "paused": worker.paused_local,
-        "stopping": worker.stopping,
-        "paused_queues": sorted(worker.paused_queues),
-        "queues": dict(settings.worker_queues),
-        "started_at": worker.started_at.isoformat(),
-        "uptime_s": round((now - worker.started_at).total_seconds(), 3),
-        "config_reloaded_at": worker.last_reload_at.isoformat() if worker.last_reload_at else None,
-        "pending_restart": list(worker.pending_restart),
-        "counters": dict(worker.counters),
-    }
+    @property
+    def mode(self) -> State:
+        return self._lifecycle.mode
+
+    # -- asking -----------------------------------------------------------------------------
+
+    def drain(self, *, exit_when_drained: bool = False) -> None:
+        """Stop claiming; in-flight jobs finish. With exit_when_drained, exit 0 once idle."""
+        self._lifecycle.drain(exit_when_drained=exit_when_drained)
+
+    def pause(self) -> None:
+        """Stop claiming in this process only (readiness unchanged)."""
+        self._lifecycle.pause()
+
+    def resume(self) -> bool:
+        """Undo drain and pause; False when the daemon is stopping."""
+        return self._lifecycle.resume()
+
+    def reload(self) -> tuple[list[str], list[str], datetime | None]:
+        applied, restart = self._reloader.reload(strict=True)
+        return applied, restart, self._reloader.last_reload_at
+
+    async def refresh_pauses(self) -> None:
+        await self._pauses.run_once()
+
+    def new_work(self) -> None:
+        """Jobs became claimable (a manual retry): wake the intake and the scheduler."""
+        self._wakeups.new_work()
+
+    def outbox_requeued(self) -> None:
+        self._wakeups.outbox.set()
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        now = datetime.now(UTC)
+        settings = self.settings
+        lifecycle = self._lifecycle
+        last_reload_at = self._reloader.last_reload_at
+        return {
+            "worker_id": self.worker_id,
+            "version": gochatd.__version__,
+            "mode": lifecycle.mode.value,
+            "concurrency": settings.worker_concurrency,
+            "in_flight": len(self._jobs),
+            "draining": lifecycle.draining,
+            "exit_when_drained": lifecycle.exit_when_drained,
+            "drained": lifecycle.draining and not len(self._jobs),
+            "paused": lifecycle.paused,
+            "stopping": lifecycle.stopping,
+            "paused_queues": sorted(self._queues.paused),
+            "queues": dict(settings.worker_queues),
+            "started_at": self.started_at.isoformat(),
+            "uptime_s": round((now - self.started_at).total_seconds(), 3),
+            "config_reloaded_at": last_reload_at.isoformat() if last_reload_at else None,
+            "pending_restart": list(self._reloader.pending_restart),
+            "counters": dict(self._counters),
+        }

@@ -18,7 +18,7 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 MAX_CACHED_LABELS = 10_000
 DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 
-#: worker.counters keys exported as counters: name -> help
+#: Counter names (``counters.Counters``) exported as Prometheus counters: name -> help
 EXPORTED_COUNTERS: dict[str, tuple[str, str]] = {
     "stale_rejections": ("gochatd_stale_fence_rejections", "Finishes refused for a stale fence"),
     "redis_errors": ("gochatd_redis_errors", "Redis operations that failed"),

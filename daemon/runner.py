@@ -13,9 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import trio
+from structlog.typing import FilteringBoundLogger
 
 from gochatd.context import JobContext
-from gochatd.dispatch.redis_streams import StreamEntry
+from gochatd.dispatch.entries import StreamEntry
 from gochatd.errors import HandlerFailure, NonRetryable
 from gochatd.logs import get_logger
 from gochatd.model import ClaimedJob, Finish, Outcome, Reply
@@ -57,36 +58,10 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     """Run the handler; return the fenced state change to write, or None if none may be."""
     claimed = active.claimed
     job = claimed.job
-    parts = (job.traceparent or "").split("-")
-    trace_id = parts[1] if len(parts) >= 4 else None
-    log = get_logger(
-        job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
-        attempt=job.attempts, fence=claimed.fence, trace_id=trace_id,
-    )
-
-    def finish(outcome: Outcome, error_class: str | None = None, message: str | None = None,
-               delay_s: float = 0.0, replies: tuple[Reply, ...] = ()) -> Finish:
-        return Finish(
-            job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
-            outcome=outcome, delay_s=delay_s, error_class=error_class,
-            last_error=redact_error(message, job.payload) if message is not None else None,
-            replies=replies, tenant_id=job.tenant_id,
-        )
-
-    if isinstance(job.payload, InvalidPayload):
-        log.warning("job_invalid_payload", reason=job.payload.reason)
-        active.handler_done = True
-        return finish(Outcome.DEAD, "invalid_payload",
-                      f"the stored payload cannot be decoded ({job.payload.reason})")
-
-    spec = registry.get(job.job_type)
-    if spec is None and policy.fallback is not None:
-        spec = policy.fallback(job.job_type)
-    if spec is None:
-        log.warning("job_unknown_type")
-        active.handler_done = True
-        return finish(Outcome.DEAD, "unknown_job_type", f"no handler for job type {job.job_type!r}")
-
+    log = _job_logger(claimed)
+    spec = _handler_for(active, registry, policy, log)
+    if isinstance(spec, Finish):
+        return spec
     ctx = JobContext(
         job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
         payload=job.payload, attempt=job.attempts, max_attempts=job.max_attempts,
@@ -106,23 +81,79 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     active.handler_done = True
     timed_out = active.scope.cancelled_caught and active.stop_reason is None
     duration_s = trio.current_time() - started
-
-    if active.stop_reason is StopReason.LEASE_LOST:
-        log.warning("job_lease_lost", duration_s=round(duration_s, 4))
-        return None
-    if active.stop_reason is StopReason.INTERRUPTED:
-        log.info("job_interrupted", duration_s=round(duration_s, 4))
-        return finish(Outcome.INTERRUPTED, "interrupted", "interrupted by worker shutdown")
-    if active.stop_reason is StopReason.CANCELLED:
-        log.info("job_cancelled", duration_s=round(duration_s, 4))
-        return finish(Outcome.CANCELLED, "cancelled", "cancelled by operator")
+    if active.stop_reason is not None:
+        return _stopped(claimed, active.stop_reason, log, duration_s)
     if error is None and not timed_out:
         log.info("job_completed", duration_s=round(duration_s, 4), replies=len(ctx.replies))
         # Replies travel only with a completion; every other outcome drops them.
-        return finish(Outcome.COMPLETED, replies=tuple(ctx.replies))
+        return _finish(claimed, Outcome.COMPLETED, replies=tuple(ctx.replies))
+    return _failed(claimed, policy, log, error, timeout_s if timed_out else None)
+
+
+def _job_logger(claimed: ClaimedJob) -> FilteringBoundLogger:
+    job = claimed.job
+    parts = (job.traceparent or "").split("-")
+    trace_id = parts[1] if len(parts) >= 4 else None
+    return get_logger(
+        job_id=job.id, job_type=job.job_type, queue=job.queue, tenant_id=job.tenant_id,
+        attempt=job.attempts, fence=claimed.fence, trace_id=trace_id,
+    )
+
+
+def _finish(claimed: ClaimedJob, outcome: Outcome, error_class: str | None = None,
+            message: str | None = None, delay_s: float = 0.0,
+            replies: tuple[Reply, ...] = ()) -> Finish:
+    job = claimed.job
+    return Finish(
+        job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
+        outcome=outcome, delay_s=delay_s, error_class=error_class,
+        last_error=redact_error(message, job.payload) if message is not None else None,
+        replies=replies, tenant_id=job.tenant_id,
+    )
+
+
+def _handler_for(active: ActiveJob, registry: Registry, policy: RunPolicy,
+                 log: FilteringBoundLogger) -> HandlerSpec | Finish:
+    """The job's handler, or the dead finish of a job that cannot run at all."""
+    claimed = active.claimed
+    job = claimed.job
+    if isinstance(job.payload, InvalidPayload):
+        log.warning("job_invalid_payload", reason=job.payload.reason)
+        active.handler_done = True
+        return _finish(claimed, Outcome.DEAD, "invalid_payload",
+                       f"the stored payload cannot be decoded ({job.payload.reason})")
+    spec = registry.get(job.job_type)
+    if spec is None and policy.fallback is not None:
+        spec = policy.fallback(job.job_type)
+    if spec is None:
+        log.warning("job_unknown_type")
+        active.handler_done = True
+        return _finish(claimed, Outcome.DEAD, "unknown_job_type",
+                       f"no handler for job type {job.job_type!r}")
+    return spec
+
+
+def _stopped(claimed: ClaimedJob, reason: StopReason, log: FilteringBoundLogger,
+             duration_s: float) -> Finish | None:
+    if reason is StopReason.LEASE_LOST:
+        log.warning("job_lease_lost", duration_s=round(duration_s, 4))
+        return None
+    if reason is StopReason.INTERRUPTED:
+        log.info("job_interrupted", duration_s=round(duration_s, 4))
+        return _finish(claimed, Outcome.INTERRUPTED, "interrupted",
+                       "interrupted by worker shutdown")
+    log.info("job_cancelled", duration_s=round(duration_s, 4))
+    return _finish(claimed, Outcome.CANCELLED, "cancelled", "cancelled by operator")
+
+
+def _failed(claimed: ClaimedJob, policy: RunPolicy, log: FilteringBoundLogger,
+            error: BaseException | None, timed_out_after_s: float | None) -> Finish:
+    """A handler error or a timeout: retry with backoff, or dead."""
+    job = claimed.job
     requested_s: float | None = None
-    if timed_out:
-        error_class, message, retryable = "timeout", f"handler timed out after {timeout_s}s", True
+    if timed_out_after_s is not None:
+        error_class, retryable = "timeout", True
+        message = f"handler timed out after {timed_out_after_s}s"
     else:
         assert error is not None
         retryable = not isinstance(error, NonRetryable)
@@ -136,6 +167,6 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     )
     if delay_s is not None:
         log.warning("job_retry", error_class=error_class, delay_s=round(delay_s, 3))
-        return finish(Outcome.RETRY, error_class, message, delay_s)
+        return _finish(claimed, Outcome.RETRY, error_class, message, delay_s)
     log.warning("job_dead", error_class=error_class, exhausted=retryable)
-    return finish(Outcome.DEAD, error_class, message)
+    return _finish(claimed, Outcome.DEAD, error_class, message)

@@ -22,3 +22,22 @@ class Wakeup:
         if fired:
             self._event = trio.Event()
         return fired
+
+
+class Wakeups:
+    """The daemon's wake-up flags, one per waiting loop."""
+
+    def __init__(self) -> None:
+        #: The intake (streams reader or poller): new work, a resume, a route change.
+        self.intake = Wakeup()
+        #: The scheduler (streams mode): a job became due without a stream entry.
+        self.schedule = Wakeup()
+        #: A handler slot was freed, or a job left this worker.
+        self.slot_freed = Wakeup()
+        #: The outbox sender: a completion wrote replies, a delivery ended, a requeue.
+        self.outbox = Wakeup()
+
+    def new_work(self) -> None:
+        """Work may have become claimable: wake the intake and the scheduler."""
+        self.intake.set()
+        self.schedule.set()

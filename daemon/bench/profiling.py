@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from gochatd import control
 from gochatd.bench.inprocess import wait_completed
 from gochatd.service import Worker
 
@@ -24,10 +23,10 @@ async def profile_drain(worker: Worker, fill: Callable[[], Awaitable[int]], path
     # async_mode "disabled": sample the whole thread (every task of the Trio run and the
     # asyncio side of the bridge), not one coroutine.
     profiler = Profiler(interval=0.0005, async_mode="disabled")
-    control.pause(worker)
+    worker.control.pause()
     target = worker.counters["finished_completed"] + await fill()
     profiler.start()
-    control.resume(worker)
+    worker.control.resume()
     try:
         await wait_completed(worker, target, timeout_s=600)
     finally:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import socket
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -24,105 +23,14 @@ from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
+from gochatd.config import Settings
+from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
+from gochatd.dispatch.scripts import FILL_SCRIPT, PUBLISH_SCRIPT
 from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
 from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
 
-MAX_FIELD_BYTES = 256
-
-# Fill up to ARGV[3] entries from the streams in KEYS, in the order given (the weighted
-# order for this round). Creates a missing group at id 0 so nothing added before it exists
-# is skipped. Non-blocking; the caller blocks separately only when this returns nothing.
-_FILL_SCRIPT = """
-local out = {}
-local want = tonumber(ARGV[3])
-for _, key in ipairs(KEYS) do
-  if want <= 0 then break end
-  local res = redis.pcall('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want,
-                          'STREAMS', key, '>')
-  if type(res) == 'table' and res.err then
-    if string.find(res.err, 'NOGROUP') then
-      redis.call('XGROUP', 'CREATE', key, ARGV[1], '0', 'MKSTREAM')
-      res = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', want,
-                       'STREAMS', key, '>')
-    else
-      return redis.error_reply(res.err)
-    end
-  end
-  if res then
-    for _, stream in ipairs(res) do
-      for _, entry in ipairs(stream[2]) do
-        out[#out + 1] = {stream[1], entry[1], entry[2]}
-        want = want - 1
-      end
-    end
-  end
-end
-return out
-"""
-
-# XADD a batch in one command: ARGV[1] is MAXLEN, ARGV[2] a JSON array of entries
-# [index of the stream in KEYS, job_id, job_type, queue, tenant_id]. One EVALSHA with one JSON
-# argument costs ~1 µs of client CPU per entry, where a pipeline of XADDs costs ~25 µs of
-# redis-py CPU per entry. Like a pipeline, an entry that fails (a key of the wrong type) does
-# not stop the others; the first error is returned after all were tried.
-_PUBLISH_SCRIPT = """
-local maxlen = ARGV[1]
-local first_error = nil
-for _, e in ipairs(cjson.decode(ARGV[2])) do
-  local res = redis.pcall('XADD', KEYS[e[1]], 'MAXLEN', '~', maxlen, '*', 'job_id', e[2],
-                          'job_type', e[3], 'queue', e[4], 'tenant_id', e[5])
-  if type(res) == 'table' and res.err and first_error == nil then
-    first_error = res.err
-  end
-end
-if first_error then
-  return redis.error_reply(first_error)
-end
-return 1
-"""
-
 _TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
-
-
-@dataclass(frozen=True, slots=True)
-class StreamEntry:
-    stream: str
-    entry_id: str
-    fields: dict[str, str]
-
-    def parse(self) -> DispatchRef | None:
-        """The job reference this entry names, or None when the entry is malformed."""
-        raw_id = self.fields.get("job_id", "")
-        if not raw_id.isascii() or not raw_id.isdigit() or not 0 < len(raw_id) <= 19:
-            return None
-        job_id = int(raw_id)
-        if not 0 < job_id < 2**63:  # a PostgreSQL bigint
-            return None
-        return DispatchRef(
-            job_id=job_id,
-            job_type=self.fields.get("job_type", "")[:200],
-            queue=self.fields.get("queue", "")[:64],
-            tenant_id=self.fields.get("tenant_id", "")[:200],
-        )
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bytes):
-        return value[:MAX_FIELD_BYTES].decode("utf-8", errors="replace")
-    return str(value)[:MAX_FIELD_BYTES]
-
-
-def _entry(stream: Any, entry_id: Any, flat_or_dict: Any) -> StreamEntry:
-    fields: dict[str, str] = {}
-    if isinstance(flat_or_dict, dict):
-        items = list(flat_or_dict.items())
-    else:
-        flat = list(flat_or_dict or [])
-        items = list(zip(flat[0::2], flat[1::2], strict=False))
-    for key, value in items[:16]:
-        fields[_text(key)] = _text(value)
-    return StreamEntry(_text(stream), _text(entry_id), fields)
 
 
 class RedisStreams:
@@ -147,6 +55,13 @@ class RedisStreams:
         self._shared: redis.Redis | None = None
         self._fill: Any = None
         self._publish: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, consumer: str) -> RedisStreams:
+        return cls(settings.redis_url, prefix=settings.worker_redis_stream_prefix,
+                   group=settings.worker_redis_consumer_group, consumer=consumer,
+                   maxlen=settings.worker_redis_stream_maxlen,
+                   block_s=settings.worker_redis_block_timeout_s)
 
     def key(self, queue: str) -> str:
         return f"{self.prefix}:{queue}"
@@ -186,8 +101,8 @@ class RedisStreams:
             client_name="gochatd", max_connections=16,
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
-        self._fill = self._shared.register_script(_FILL_SCRIPT)
-        self._publish = self._shared.register_script(_PUBLISH_SCRIPT)
+        self._fill = self._shared.register_script(FILL_SCRIPT)
+        self._publish = self._shared.register_script(PUBLISH_SCRIPT)
 
     async def close(self) -> None:
         shared, self._shared = self._shared, None
@@ -286,7 +201,7 @@ class RedisStreams:
 
         def _fill(r: redis.Redis) -> list[StreamEntry]:
             got = fill(keys=keys, args=[group, consumer, count], client=r)
-            return [_entry(s, i, f) for s, i, f in got or []]
+            return [entry_from_redis(s, i, f) for s, i, f in got or []]
 
         def _read(r: redis.Redis) -> list[StreamEntry]:
             if fill_first:
@@ -306,7 +221,7 @@ class RedisStreams:
                 return [] if fill_first else _fill(r)
             out: list[StreamEntry] = []
             for stream, items in res or []:
-                out.extend(_entry(stream, entry_id, fields) for entry_id, fields in items)
+                out.extend(entry_from_redis(stream, entry_id, fields) for entry_id, fields in items)
             return out
 
         return list(await self._call(_read, reader=True))
@@ -369,7 +284,7 @@ class RedisStreams:
                     entry_id, fields = item
                     if fields is None:
                         continue
-                    out.append(_entry(key, entry_id, fields))
+                    out.append(entry_from_redis(key, entry_id, fields))
                 if len(res) > 2 and res[2]:
                     r.xack(key, group, *res[2])
             return out
@@ -396,7 +311,7 @@ class RedisStreams:
             groups: list[dict[str, Any]] = r.xinfo_groups(key)
         except ResponseError:
             return None
-        return next((g for g in groups if _text(g.get("name")) == self.group), None)
+        return next((g for g in groups if field_text(g.get("name")) == self.group), None)
 
     async def trim(self, queues: Sequence[str]) -> int:
         """Drop entries every consumer has read and acked; returns entries removed."""
@@ -410,9 +325,9 @@ class RedisStreams:
                     continue
                 pending = r.xpending(key, self.group)
                 if pending.get("pending"):
-                    boundary = _text(pending["min"])  # oldest unacked entry stays
+                    boundary = field_text(pending["min"])  # oldest unacked entry stays
                 else:
-                    last = _text(info.get("last-delivered-id") or b"0-0")
+                    last = field_text(info.get("last-delivered-id") or b"0-0")
                     ms, _, seq = last.partition("-")
                     boundary = f"{ms}-{int(seq or 0) + 1}"  # all delivered entries are acked
                 removed += int(r.xtrim(key, minid=boundary, approximate=False))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 from prometheus_client import CollectorRegistry
@@ -15,9 +16,7 @@ from prometheus_client.registry import Collector
 from gochatd.config import Settings
 from gochatd.gateway.keys import KeyRing
 from gochatd.gateway.ratelimit import Decision, RateLimiter
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.logs import get_logger
 
 PROBE_INTERVAL_S = 1.0
 #: Request outcomes counted per tenant (tenant ids come from the configured keys, a
@@ -57,18 +56,34 @@ class Gateway:
         self.counts[(tenant, outcome)] += n
 
 
-async def gateway_loop(worker: Worker) -> None:
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    mode: str
+    changed: bool
+
+
+class GatewayProbe:
     """While the limiter runs locally (Redis down), probe Redis once a second."""
-    gateway = worker.gateway
-    assert gateway is not None
-    while True:
-        await trio.sleep(PROBE_INTERVAL_S)
-        before = gateway.limiter.mode
+
+    def __init__(self, gateway: Gateway, *, worker_id: str) -> None:
+        self._gateway = gateway
+        self._log = get_logger(worker_id=worker_id)
+
+    async def run_once(self) -> ProbeResult:
+        limiter = self._gateway.limiter
+        before = limiter.mode
         with trio.move_on_after(PROBE_INTERVAL_S):
-            await gateway.limiter.probe()
-        if gateway.limiter.mode != before:
-            worker.log.info("gateway_rate_limit_mode", mode=gateway.limiter.mode,
-                            previous=before)
+            await limiter.probe()
+        if limiter.mode != before:
+            self._log.info("gateway_rate_limit_mode", mode=limiter.mode, previous=before)
+        return ProbeResult(limiter.mode, limiter.mode != before)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            await trio.sleep(PROBE_INTERVAL_S)
+            await self.run_once()
 
 
 class _GatewayCollector(Collector):

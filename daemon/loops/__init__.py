@@ -1,3 +1,3 @@
-"""One loop per module, each a small async function started in the daemon's root nursery
-by ``gochatd.service``: intake (streams or polling), finish, schedule (+sweep), reap,
-heartbeat, notify."""
+"""One loop per module, each a small class: a validated config, the collaborators it needs,
+``run_once() -> Result`` and ``run(task_status=...)``. ``gochatd.service`` builds them and
+starts them in the root nursery (intake and tenant backlog in the job pool's)."""

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 import trio
 
-from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
+from gochatd.dispatch.entries import StreamEntry
+from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.logs import get_logger
 from gochatd.model import Finish, Job

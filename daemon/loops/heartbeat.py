@@ -14,56 +14,80 @@ successful one was sent (the database extended the leases no earlier than that).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
+from gochatd.jobpool import ActiveJobs
 from gochatd.model import Lease
 from gochatd.runner import StopReason
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.store import JobStore
 
 
-async def heartbeat_once(worker: Worker) -> None:
-    snapshot = dict(worker.active)
-    if not snapshot:
-        return
-    leases = [Lease(jid, a.claimed.fence, a.claimed.job.tenant_id) for jid, a in snapshot.items()]
-    states = await worker.store.extend_leases(leases, worker.worker_id, worker.lease_s)
-    held = {s.job_id: s for s in states}
-    for job_id, active in snapshot.items():
-        state = held.get(job_id)
-        if state is None:
-            active.stop(StopReason.LEASE_LOST)
-        elif state.cancel_requested:
-            active.stop(StopReason.CANCELLED)
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    extended: int
+    lost: int
+    cancelled: int
 
 
-async def heartbeat_loop(worker: Worker) -> None:
-    last_ok = [trio.current_time()]  # when the last successful heartbeat was sent
-    sent = last_ok[0]
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(_lease_guard, worker, last_ok)
+class Heartbeat:
+    def __init__(self, *, store: JobStore, jobs: ActiveJobs, worker_id: str, lease_s: float,
+                 counters: Counters) -> None:
+        self._store = store
+        self._jobs = jobs
+        self._worker_id = worker_id
+        self._lease_s = lease_s
+        self._counters = counters
+        #: When the last successful heartbeat was sent (trio clock).
+        self._last_ok = 0.0
+
+    async def run_once(self) -> HeartbeatResult:
+        snapshot = self._jobs.snapshot()
+        if not snapshot:
+            return HeartbeatResult(0, 0, 0)
+        leases = [Lease(jid, a.claimed.fence, a.claimed.job.tenant_id)
+                  for jid, a in snapshot.items()]
+        states = await self._store.extend_leases(leases, self._worker_id, self._lease_s)
+        held = {s.job_id: s for s in states}
+        lost = cancelled = 0
+        for job_id, active in snapshot.items():
+            state = held.get(job_id)
+            if state is None:
+                active.stop(StopReason.LEASE_LOST)
+                lost += 1
+            elif state.cancel_requested:
+                active.stop(StopReason.CANCELLED)
+                cancelled += 1
+        return HeartbeatResult(len(held), lost, cancelled)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        self._last_ok = sent = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._lease_guard)
+            task_status.started()
+            while True:
+                # Every lease_s/3, and at once after a heartbeat that took longer than that.
+                await trio.sleep_until(sent + max(0.05, self._lease_s / 3))
+                sent = trio.current_time()
+                try:
+                    await self.run_once()
+                    self._last_ok = max(self._last_ok, sent)
+                except StoreUnavailable as exc:
+                    self._counters.transient_error("heartbeat", exc)
+        raise AssertionError("unreachable")
+
+    async def _lease_guard(self) -> None:
+        """Stops every handler once the leases must have expired, even while a heartbeat
+        hangs."""
         while True:
-            # Every lease_s/3, and at once after a heartbeat that took longer than that.
-            await trio.sleep_until(sent + max(0.05, worker.lease_s / 3))
-            sent = trio.current_time()
-            try:
-                await heartbeat_once(worker)
-                last_ok[0] = max(last_ok[0], sent)
-            except StoreUnavailable as exc:
-                worker.transient_error("heartbeat", exc)
-
-
-async def _lease_guard(worker: Worker, last_ok: list[float]) -> None:
-    """Stops every handler once the leases must have expired, even while a heartbeat hangs."""
-    while True:
-        deadline = last_ok[0] + worker.lease_s
-        if trio.current_time() < deadline:
-            await trio.sleep_until(deadline)
-            continue
-        for active in list(worker.active.values()):
-            active.stop(StopReason.LEASE_LOST)
-        await trio.sleep(max(0.05, worker.lease_s / 3))
+            deadline = self._last_ok + self._lease_s
+            if trio.current_time() < deadline:
+                await trio.sleep_until(deadline)
+                continue
+            self._jobs.stop_all(StopReason.LEASE_LOST)
+            await trio.sleep(max(0.05, self._lease_s / 3))

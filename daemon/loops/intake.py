@@ -1,4 +1,4 @@
-"""Intake: how this worker gets claimed jobs into its handler pool.
+"""Intake: how this worker gets claimed jobs into its job pool.
 
 Streams mode reads with a shielded, bounded XREADGROUP (COUNT = free slots), claims the
 delivered ids in one conditional UPDATE (or, in a queue holding other priorities than 0,
@@ -7,21 +7,27 @@ not get.
 Polling mode claims due jobs straight from the database (``FOR UPDATE SKIP LOCKED`` /
 ``BEGIN IMMEDIATE``), woken by local enqueues, database notifications and the next due time.
 While Redis is configured but down the worker polls, probing Redis once a second, and
-returns to streams without a restart.
+returns to streams without a restart. Claimed jobs start in the pool (``start_jobs``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import trio
 
-from gochatd.dispatch.redis_streams import RedisStreams, StreamEntry
+from gochatd.config import Settings
+from gochatd.counters import Counters
+from gochatd.dispatch.entries import StreamEntry
+from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
+from gochatd.jobpool import JobPool
+from gochatd.lifecycle import Lifecycle, State
+from gochatd.logs import get_logger
 from gochatd.model import ClaimedJob
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.queues import QueueSelection
+from gochatd.store import JobStore
+from gochatd.wakeup import Wakeups
 
 PROBE_INTERVAL_S = 1.0
 PROBE_TIMEOUT_S = 0.5
@@ -30,159 +36,220 @@ POLL_MIN_S = 0.01
 READ_SLACK_S = 15.0
 
 
-async def intake_loop(worker: Worker) -> None:
-    from gochatd.service import Mode
+@dataclass(frozen=True, slots=True)
+class IntakeConfig:
+    lease_s: float
+    poll_interval_max_s: float
 
-    while not worker.stopping:
-        streams = worker.streams
-        if streams is not None and await _streams_usable(worker, streams):
-            worker.set_mode(Mode.STREAMS)
-            try:
-                await consume_streams(worker, streams)
-            except DispatchUnavailable as exc:
-                worker.transient_error("stream_read", exc)
-        worker.set_mode(Mode.POLLING)
-        await poll_database(worker, until_streams=streams is not None)
+    @classmethod
+    def from_settings(cls, settings: Settings) -> IntakeConfig:
+        return cls(settings.worker_lease_s, settings.worker_poll_interval_max_s)
 
 
-async def _streams_usable(worker: Worker, streams: RedisStreams) -> bool:
-    try:
-        await streams.ensure_groups(worker.queues)
-    except DispatchUnavailable:
-        return False
-    return True
+@dataclass(frozen=True, slots=True)
+class IntakeResult:
+    claimed: int
+    read: int = 0  # streams: entries read
+    next_due_in_s: float | None = None  # polling: when the next job is due, if known
 
 
-async def consume_streams(worker: Worker, streams: RedisStreams) -> None:
-    reclaim_every_s = max(1.0, worker.lease_s / 2)
-    next_reclaim = trio.current_time()
-    # A read that found less than it could take means a trickle: block straight away next
-    # time instead of first filling by weight (one round trip per read instead of two).
-    fill_first = True
-    while not worker.stopping:
-        free = worker.free_slots()
-        if free <= 0:
-            await worker.slot_freed.wait(1.0)
-            continue
-        if trio.current_time() >= next_reclaim:
-            next_reclaim = trio.current_time() + reclaim_every_s
-            with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
-                stranded = await streams.autoclaim(worker.intake_queues, worker.lease_s, free)
-                if stranded:
-                    worker.counters["reclaimed_entries"] += len(stranded)
-                    await accept_entries(worker, streams, stranded)
-            continue
-        order = worker.queue_order()
-        if not order:  # every queue paused
-            await worker.intake_wakeup.wait(1.0)
-            continue
+class Intake:
+    def __init__(self, config: IntakeConfig, *, store: JobStore, streams: RedisStreams | None,
+                 pool: JobPool, queues: QueueSelection, lifecycle: Lifecycle,
+                 wakeups: Wakeups, counters: Counters, worker_id: str) -> None:
+        self.config = config
+        self._store = store
+        self._streams = streams
+        self._pool = pool
+        self._queues = queues
+        self._lifecycle = lifecycle
+        self._wakeups = wakeups
+        self._counters = counters
+        self._worker_id = worker_id
+        self._log = get_logger(worker_id=worker_id)
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.config = IntakeConfig.from_settings(settings)
+
+    async def run(self) -> None:
+        """Until the worker stops claiming: streams while Redis answers, else polling."""
+        streams = self._streams
+        while not self._lifecycle.stopping:
+            if streams is not None and await self._streams_usable(streams):
+                self._lifecycle.dispatching(State.STREAMS)
+                try:
+                    await self._consume(streams)
+                except DispatchUnavailable as exc:
+                    self._counters.transient_error("stream_read", exc)
+            self._lifecycle.dispatching(State.POLLING)
+            await self._poll(until_streams=streams is not None)
+
+    async def _streams_usable(self, streams: RedisStreams) -> bool:
+        try:
+            await streams.ensure_groups(self._queues.queues)
+        except DispatchUnavailable:
+            return False
+        return True
+
+    # -- streams ---------------------------------------------------------------------------
+
+    async def _consume(self, streams: RedisStreams) -> None:
+        reclaim_every_s = max(1.0, self.config.lease_s / 2)
+        next_reclaim = trio.current_time()
+        # A read that found less than it could take means a trickle: block straight away
+        # next time instead of first filling by weight (one round trip per read, not two).
+        fill_first = True
+        while not self._lifecycle.stopping:
+            free = self._pool.free_slots()
+            if free <= 0:
+                await self._wakeups.slot_freed.wait(1.0)
+                continue
+            if trio.current_time() >= next_reclaim:
+                next_reclaim = trio.current_time() + reclaim_every_s
+                await self.reclaim_once(streams, free)
+                continue
+            order = self._queues.order()
+            if not order:  # every queue paused
+                await self._wakeups.intake.wait(1.0)
+                continue
+            result = await self.read_once(streams, order, free, fill_first=fill_first)
+            fill_first = result.read >= free
+            await trio.lowlevel.checkpoint()
+
+    async def reclaim_once(self, streams: RedisStreams, free: int) -> IntakeResult:
+        """Entries idle longer than a lease in any consumer's pending list (dead ones)."""
+        with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
+            stranded = await streams.autoclaim(self._queues.intake, self.config.lease_s, free)
+            if stranded:
+                self._counters.inc("reclaimed_entries", len(stranded))
+                return IntakeResult(await self.accept_entries(streams, stranded))
+        return IntakeResult(0)
+
+    async def read_once(self, streams: RedisStreams, order: list[str], free: int, *,
+                        fill_first: bool) -> IntakeResult:
         # Never cancel an in-flight XREADGROUP: the server may already have moved the entry
         # into our PEL. The read is bounded by BLOCK instead, and stop waits for it.
-        with trio.CancelScope(shield=True), trio.move_on_after(
-            streams.block_s + READ_SLACK_S
-        ):
+        with trio.CancelScope(shield=True), trio.move_on_after(streams.block_s + READ_SLACK_S):
             entries = await streams.read(order, free, streams.block_s, fill_first=fill_first)
-            fill_first = len(entries) >= free
-            if entries:
-                await accept_entries(worker, streams, entries)
-        await trio.lowlevel.checkpoint()
+            claimed = await self.accept_entries(streams, entries) if entries else 0
+            return IntakeResult(claimed, len(entries))
+        return IntakeResult(0)
 
-
-async def accept_entries(
-    worker: Worker, streams: RedisStreams, entries: list[StreamEntry]
-) -> None:
-    """Claim what the entries name; ack what we will not run; hand back what this worker
-    may not start now (stopping, draining, paused, or a queue paused fleet-wide since the
-    read began: a blocked XREADGROUP still returns entries of a queue paused meanwhile)."""
-    if worker.stopping or worker.draining or worker.paused_local:
-        await streams.hand_back(entries)
-        return
-    held = [e for e in entries if streams.queue_of(e.stream) in worker.paused_queues]
-    if held:
-        await streams.hand_back(held)
-        entries = [e for e in entries if streams.queue_of(e.stream) not in worker.paused_queues]
-    wanted: dict[int, StreamEntry] = {}
-    drop: list[StreamEntry] = []
-    # Per queue, one item per well-formed entry: its job id, or None when that id may not be
-    # claimed (a duplicate, a job running here); each still stands for one job of its queue.
-    delivered: dict[str, list[int | None]] = {}
-    for entry in entries:
-        ref = entry.parse()
-        if ref is None:
-            worker.counters["malformed_entries"] += 1
-            worker.log.warning("stream_entry_malformed", stream=entry.stream,
-                               entry_id=entry.entry_id, fields=sorted(entry.fields)[:8])
-            drop.append(entry)
-            continue
-        tokens = delivered.setdefault(streams.queue_of(entry.stream), [])
-        if ref.job_id in wanted or ref.job_id in worker.active:
-            drop.append(entry)
-            tokens.append(None)
-        else:
-            wanted[ref.job_id] = entry
-            tokens.append(ref.job_id)
-    try:
-        claimed = await worker.store.claim_delivered_jobs(
-            delivered, worker.worker_id, worker.lease_s)
-    except StoreUnavailable as exc:
-        worker.transient_error("claim", exc)
-        await streams.hand_back(list(wanted.values()))
-        await streams.ack(drop)
-        await trio.sleep(0.5)
-        return
-    # Start what we claimed before anything else can fail or hang: the leases are ours now.
-    # A job claimed in place of a named one (docs/priority.md) has no entry of ours: its
-    # own entry stays in the stream and stands for the next job of its queue.
-    worker.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed if c.id in wanted})
-    got = {c.id for c in claimed}
-    drop.extend(e for job_id, e in wanted.items() if job_id not in got)
-    await streams.ack(drop)
-
-
-async def poll_database(worker: Worker, *, until_streams: bool) -> None:
-    idle_s = POLL_MIN_S
-    next_probe = trio.current_time() + PROBE_INTERVAL_S
-    while not worker.stopping:
-        if until_streams and trio.current_time() >= next_probe:
-            next_probe = trio.current_time() + PROBE_INTERVAL_S
-            assert worker.streams is not None
-            # Bounded: a black-holed Redis answers nothing until the socket timeout, and
-            # the poller must not stop claiming for that long once a second.
-            with trio.move_on_after(PROBE_TIMEOUT_S):
-                try:
-                    await worker.streams.ping()
-                    return
-                except DispatchUnavailable:
-                    pass
-        free = worker.free_slots()
-        if free <= 0:
-            await worker.slot_freed.wait(PROBE_INTERVAL_S)
-            continue
+    async def accept_entries(self, streams: RedisStreams, entries: list[StreamEntry]) -> int:
+        """Claim what the entries name; ack what we will not run; hand back what this worker
+        may not start now (not claiming, or a queue paused fleet-wide since the read began:
+        a blocked XREADGROUP still returns entries of a queue paused meanwhile). Returns
+        how many jobs it claimed."""
+        if not self._lifecycle.claiming:
+            await streams.hand_back(entries)
+            return 0
+        paused = self._queues.paused
+        held = [e for e in entries if streams.queue_of(e.stream) in paused]
+        if held:
+            await streams.hand_back(held)
+            entries = [e for e in entries if streams.queue_of(e.stream) not in paused]
+        wanted, drop, delivered = self._sort_entries(streams, entries)
         try:
-            # Shielded like a stream read: a claim cancelled after it committed would leave
-            # jobs running under a lease nobody heartbeats.
-            claimed: list[ClaimedJob] = []
-            with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
-                claimed = await worker.store.claim_due_jobs(
-                    worker.queue_order(), free, worker.worker_id, worker.lease_s
-                )
-                worker.start_jobs(claimed)
-            if claimed:
+            claimed = await self._store.claim_delivered_jobs(
+                delivered, self._worker_id, self.config.lease_s)
+        except StoreUnavailable as exc:
+            self._counters.transient_error("claim", exc)
+            await streams.hand_back(list(wanted.values()))
+            await streams.ack(drop)
+            await trio.sleep(0.5)
+            return 0
+        # Start what we claimed before anything else can fail or hang: the leases are ours
+        # now. A job claimed in place of a named one (docs/priority.md) has no entry of
+        # ours: its own entry stays in the stream and stands for the next job of its queue.
+        self._pool.start_jobs(claimed, {c.id: wanted[c.id] for c in claimed if c.id in wanted})
+        got = {c.id for c in claimed}
+        drop.extend(e for job_id, e in wanted.items() if job_id not in got)
+        await streams.ack(drop)
+        return len(claimed)
+
+    def _sort_entries(
+        self, streams: RedisStreams, entries: list[StreamEntry]
+    ) -> tuple[dict[int, StreamEntry], list[StreamEntry], dict[str, list[int | None]]]:
+        """(entries to claim by job id, entries to ack, per queue one item per well-formed
+        entry: its job id, or None when that id may not be claimed (a duplicate, a job
+        running here); each still stands for one job of its queue)."""
+        wanted: dict[int, StreamEntry] = {}
+        drop: list[StreamEntry] = []
+        delivered: dict[str, list[int | None]] = {}
+        for entry in entries:
+            ref = entry.parse()
+            if ref is None:
+                self._counters.inc("malformed_entries")
+                self._log.warning("stream_entry_malformed", stream=entry.stream,
+                                  entry_id=entry.entry_id, fields=sorted(entry.fields)[:8])
+                drop.append(entry)
+                continue
+            tokens = delivered.setdefault(streams.queue_of(entry.stream), [])
+            if ref.job_id in wanted or ref.job_id in self._pool.jobs:
+                drop.append(entry)
+                tokens.append(None)
+            else:
+                wanted[ref.job_id] = entry
+                tokens.append(ref.job_id)
+        return wanted, drop, delivered
+
+    # -- polling ---------------------------------------------------------------------------
+
+    async def _poll(self, *, until_streams: bool) -> None:
+        idle_s = POLL_MIN_S
+        next_probe = trio.current_time() + PROBE_INTERVAL_S
+        while not self._lifecycle.stopping:
+            if until_streams and trio.current_time() >= next_probe:
+                next_probe = trio.current_time() + PROBE_INTERVAL_S
+                if await self._redis_answers():
+                    return
+            free = self._pool.free_slots()
+            if free <= 0:
+                await self._wakeups.slot_freed.wait(PROBE_INTERVAL_S)
+                continue
+            max_s = self.config.poll_interval_max_s
+            try:
+                result = await self.poll_once(free)
+            except StoreUnavailable as exc:
+                self._counters.transient_error("poll", exc)
+                await trio.sleep(min(idle_s * 4, 2.0))
+                idle_s = min(idle_s * 2, max_s)
+                continue
+            if result.claimed:
                 idle_s = POLL_MIN_S
                 continue
-            next_due = await worker.store.next_due_in_s(
-                worker.intake_queues, undispatched_only=False
-            )
-        except StoreUnavailable as exc:
-            worker.transient_error("poll", exc)
-            await trio.sleep(min(idle_s * 4, 2.0))
-            idle_s = min(idle_s * 2, worker.settings.worker_poll_interval_max_s)
-            continue
-        timeout = idle_s
-        if next_due is not None and next_due > 0:
-            # Sleep until the next job is due (database clock), not a poll tick.
-            timeout = min(next_due, max(idle_s, worker.settings.worker_poll_interval_max_s))
-        if until_streams:
-            timeout = min(timeout, max(0.0, next_probe - trio.current_time()))
-        await worker.intake_wakeup.wait(timeout)
-        idle_s = min(idle_s * 2, worker.settings.worker_poll_interval_max_s)
+            timeout = idle_s
+            next_due = result.next_due_in_s
+            if next_due is not None and next_due > 0:
+                # Sleep until the next job is due (database clock), not a poll tick.
+                timeout = min(next_due, max(idle_s, max_s))
+            if until_streams:
+                timeout = min(timeout, max(0.0, next_probe - trio.current_time()))
+            await self._wakeups.intake.wait(timeout)
+            idle_s = min(idle_s * 2, max_s)
+
+    async def _redis_answers(self) -> bool:
+        assert self._streams is not None
+        # Bounded: a black-holed Redis answers nothing until the socket timeout, and the
+        # poller must not stop claiming for that long once a second.
+        with trio.move_on_after(PROBE_TIMEOUT_S):
+            try:
+                await self._streams.ping()
+                return True
+            except DispatchUnavailable:
+                pass
+        return False
+
+    async def poll_once(self, free: int) -> IntakeResult:
+        """Claim up to ``free`` due jobs; when none, ask when the next one is due."""
+        # Shielded like a stream read: a claim cancelled after it committed would leave
+        # jobs running under a lease nobody heartbeats.
+        claimed: list[ClaimedJob] = []
+        with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
+            claimed = await self._store.claim_due_jobs(
+                self._queues.order(), free, self._worker_id, self.config.lease_s)
+            self._pool.start_jobs(claimed)
+        if claimed:
+            return IntakeResult(len(claimed))
+        return IntakeResult(0, next_due_in_s=await self._store.next_due_in_s(
+            self._queues.intake, undispatched_only=False))

@@ -3,36 +3,56 @@ daemon stops claiming from a paused queue within ``REFRESH_S``."""
 
 from __future__ import annotations
 
-import weakref
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.logs import get_logger
+from gochatd.queues import QueueSelection
+from gochatd.store import JobStore
+from gochatd.wakeup import Wakeups
 
 REFRESH_S = 0.5
-#: One refresh at a time per worker (the loop's and the admin API's after a pause): a read
-#: that began before a pause committed must not overwrite the state read after it.
-_REFRESH_LOCKS: weakref.WeakKeyDictionary[Worker, trio.Lock] = weakref.WeakKeyDictionary()
 
 
-async def refresh_pauses(worker: Worker) -> None:
-    async with _REFRESH_LOCKS.setdefault(worker, trio.Lock()):
-        paused = frozenset(await worker.store.paused_queues())
-        if paused != worker.paused_queues:
-            worker.log.info("queue_pauses_changed", paused=sorted(paused))
-            worker.paused_queues = paused
-            worker.intake_wakeup.set()
-            worker.slot_freed.set()
+@dataclass(frozen=True, slots=True)
+class PausesResult:
+    paused: frozenset[str]
+    changed: bool
 
 
-async def pauses_loop(worker: Worker) -> None:
-    while True:
-        try:
-            await refresh_pauses(worker)
-        except StoreUnavailable as exc:
-            worker.transient_error("pauses", exc)
-        await trio.sleep(REFRESH_S)
+class PauseFollower:
+    def __init__(self, *, store: JobStore, queues: QueueSelection, wakeups: Wakeups,
+                 counters: Counters, worker_id: str) -> None:
+        self._store = store
+        self._queues = queues
+        self._wakeups = wakeups
+        self._counters = counters
+        #: One refresh at a time (the loop's and the admin API's after a pause): a read
+        #: that began before a pause committed must not overwrite the state read after it.
+        self._lock = trio.Lock()
+        self._log = get_logger(worker_id=worker_id)
+
+    async def run_once(self) -> PausesResult:
+        async with self._lock:
+            paused = frozenset(await self._store.paused_queues())
+            changed = paused != self._queues.paused
+            if changed:
+                self._log.info("queue_pauses_changed", paused=sorted(paused))
+                self._queues.paused = paused
+                self._wakeups.intake.set()
+                self._wakeups.slot_freed.set()
+            return PausesResult(paused, changed)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            try:
+                await self.run_once()
+            except StoreUnavailable as exc:
+                self._counters.transient_error("pauses", exc)
+            await trio.sleep(REFRESH_S)

@@ -11,22 +11,22 @@ there like any other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import NoReturn
 
 import trio
 
 from gochatd.client import validate_enqueue
+from gochatd.counters import Counters
 from gochatd.errors import ConfigError, InvalidJob, StoreUnavailable
+from gochatd.lifecycle import Lifecycle
+from gochatd.logs import get_logger
 from gochatd.model import EnqueueRequest, Job
 from gochatd.periodic_jobs import PeriodicSpec, plan_slot, slot_text
 from gochatd.registry import Registry
 from gochatd.store import JobStore
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
 
 #: Look again at least this often (a reload, a clock step, another daemon's record).
 MAX_WAIT_S = 30.0
@@ -89,36 +89,55 @@ async def run_once(
     return taken, (next_slot - now).total_seconds()
 
 
-async def periodic_loop(worker: Worker, specs: Sequence[PeriodicSpec]) -> None:
-    if not specs:
-        return
-    while True:
-        wait_s = PAUSED_RECHECK_S
-        if not (worker.stopping or worker.draining):
-            try:
-                taken, due_in_s = await run_once(
-                    worker.store, specs, worker.registry, worker.settings.worker_max_payload_bytes
-                )
-                wait_s = min(MAX_WAIT_S, max(0.0, due_in_s) + WAKE_LATE_S)
-                worker.counters["periodic_rounds"] += 1
-                for item in taken:
-                    _report(worker, item)
-            except StoreUnavailable as exc:
-                worker.transient_error("periodic", exc)
-                wait_s = 1.0
-            except InvalidJob as exc:  # e.g. a payload over worker.max_payload_bytes
-                worker.log.error("periodic_invalid", error=str(exc))
-        await trio.sleep(wait_s)
+@dataclass(frozen=True, slots=True)
+class PeriodicResult:
+    taken: list[Enqueued]
+    wait_s: float  # until the next slot is due (bounded by MAX_WAIT_S)
 
 
-def _report(worker: Worker, item: Enqueued) -> None:
-    slot = slot_text(item.slot)
-    if item.job is not None:
-        worker.counters["periodic_enqueued"] += 1
-        worker.log.info("periodic_enqueued", job_type=item.spec.job_type, slot=slot,
-                        job_id=item.job.id, missed=item.missed)
-        if worker.client.on_enqueued is not None:  # wakes this daemon's intake at once
-            worker.client.on_enqueued(item.job)
-    elif item.missed and item.spec.catch_up == "skip":
-        worker.counters["periodic_skipped"] += 1
-        worker.log.info("periodic_skipped", job_type=item.spec.job_type, slot=slot)
+class PeriodicEnqueuer:
+    def __init__(self, specs: Sequence[PeriodicSpec], *, store: JobStore, registry: Registry,
+                 max_payload_bytes: int, lifecycle: Lifecycle, counters: Counters,
+                 on_enqueued: Callable[[Job], None], worker_id: str) -> None:
+        self.specs = list(specs)
+        self._store = store
+        self._registry = registry
+        self._max_payload_bytes = max_payload_bytes
+        self._lifecycle = lifecycle
+        self._counters = counters
+        self._on_enqueued = on_enqueued
+        self._log = get_logger(worker_id=worker_id)
+
+    async def run_once(self) -> PeriodicResult:
+        taken, due_in_s = await run_once(
+            self._store, self.specs, self._registry, self._max_payload_bytes)
+        self._counters.inc("periodic_rounds")
+        for item in taken:
+            self._report(item)
+        return PeriodicResult(taken, min(MAX_WAIT_S, max(0.0, due_in_s) + WAKE_LATE_S))
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            wait_s = PAUSED_RECHECK_S
+            if not (self._lifecycle.stopping or self._lifecycle.draining):
+                try:
+                    wait_s = (await self.run_once()).wait_s
+                except StoreUnavailable as exc:
+                    self._counters.transient_error("periodic", exc)
+                    wait_s = 1.0
+                except InvalidJob as exc:  # e.g. a payload over the max_payload_bytes setting
+                    self._log.error("periodic_invalid", error=str(exc))
+            await trio.sleep(wait_s)
+
+    def _report(self, item: Enqueued) -> None:
+        slot = slot_text(item.slot)
+        if item.job is not None:
+            self._counters.inc("periodic_enqueued")
+            self._log.info("periodic_enqueued", job_type=item.spec.job_type, slot=slot,
+                           job_id=item.job.id, missed=item.missed)
+            self._on_enqueued(item.job)  # wakes this daemon's intake at once
+        elif item.missed and item.spec.catch_up == "skip":
+            self._counters.inc("periodic_skipped")
+            self._log.info("periodic_skipped", job_type=item.spec.job_type, slot=slot)

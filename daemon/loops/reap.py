@@ -3,36 +3,39 @@ or to dead once attempts are exhausted. Runs at start and every ``reap_interval_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
+from gochatd.config import Settings
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
+from gochatd.logs import get_logger
 from gochatd.loops.scan_window import ScanWindow
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.store import JobStore
+from gochatd.wakeup import Wakeups
 
 BATCH = 1000
 
 
-async def reap_once(worker: Worker, window: ReapWindow | None = None) -> int:
-    """One pass; with ``window``, only leases that expired since its last complete pass
-    and those of rows written since."""
-    within_s, after_id = (None, None) if window is None else await window.begin(worker)
-    result = await worker.store.reap_expired_leases(
-        BATCH, expired_within_s=within_s, created_after_id=after_id)
-    count = len(result.retried) + len(result.dead)
-    if window is not None and count < BATCH:
-        window.complete()
-    if count:
-        worker.counters["reaped_leases"] += count
-        worker.log.warning(
-            "leases_reaped", retried=[r.job_id for r in result.retried][:20], dead=result.dead[:20]
-        )
-        worker.schedule_wakeup.set()
-        worker.intake_wakeup.set()
-    return count
+@dataclass(frozen=True, slots=True)
+class ReapConfig:
+    interval_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ReapConfig:
+        return cls(settings.worker_reap_interval_s)
+
+
+@dataclass(frozen=True, slots=True)
+class ReapResult:
+    retried: int
+    dead: int
+
+    @property
+    def count(self) -> int:
+        return self.retried + self.dead
 
 
 class ReapWindow:
@@ -45,8 +48,8 @@ class ReapWindow:
         self._after_id: int | None = None
         self._newest: int | None = None
 
-    async def begin(self, worker: Worker) -> tuple[float | None, int | None]:
-        self._newest = await worker.store.newest_job_id()
+    async def begin(self, store: JobStore) -> tuple[float | None, int | None]:
+        self._newest = await store.newest_job_id()
         within_s = self.time.begin()
         return within_s, None if within_s is None else self._after_id
 
@@ -55,12 +58,43 @@ class ReapWindow:
         self._after_id = self._newest
 
 
-async def reap_loop(worker: Worker) -> None:
-    window = ReapWindow()
-    while True:
-        try:
-            if await reap_once(worker, window) >= BATCH:
-                continue
-        except StoreUnavailable as exc:
-            worker.transient_error("reap", exc)
-        await trio.sleep(worker.settings.worker_reap_interval_s)
+class Reaper:
+    def __init__(self, config: ReapConfig, *, store: JobStore, counters: Counters,
+                 wakeups: Wakeups, worker_id: str) -> None:
+        self.config = config
+        self._store = store
+        self._counters = counters
+        self._wakeups = wakeups
+        self._window = ReapWindow()
+        self._log = get_logger(worker_id=worker_id)
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.config = ReapConfig.from_settings(settings)
+
+    async def run_once(self, *, windowed: bool = True) -> ReapResult:
+        """One pass; windowed, only leases that expired since the last complete pass and
+        those of rows written since."""
+        window = self._window if windowed else None
+        within_s, after_id = (None, None) if window is None else await window.begin(self._store)
+        result = await self._store.reap_expired_leases(
+            BATCH, expired_within_s=within_s, created_after_id=after_id)
+        reaped = ReapResult(len(result.retried), len(result.dead))
+        if window is not None and reaped.count < BATCH:
+            window.complete()
+        if reaped.count:
+            self._counters.inc("reaped_leases", reaped.count)
+            self._log.warning("leases_reaped", retried=[r.job_id for r in result.retried][:20],
+                              dead=result.dead[:20])
+            self._wakeups.new_work()
+        return reaped
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            try:
+                if (await self.run_once()).count >= BATCH:
+                    continue
+            except StoreUnavailable as exc:
+                self._counters.transient_error("reap", exc)
+            await trio.sleep(self.config.interval_s)

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import NoReturn
 
 import trio
 
+from gochatd.config import Settings
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
+from gochatd.logs import get_logger
+from gochatd.metrics import Metrics
 from gochatd.model import JobStatus
 from gochatd.store import JobStore
-
-if TYPE_CHECKING:
-    from gochatd.config import Settings
-    from gochatd.service import Worker
 
 #: Between two full batches: lets claims and finishes through.
 PAUSE_S = 0.05
@@ -85,16 +85,40 @@ async def count_prunable(store: JobStore, policy: RetentionPolicy) -> dict[JobSt
             for status, keep_s in policy.classes()}
 
 
-async def retention_loop(worker: Worker) -> None:
-    def counted(status: JobStatus, deleted: int) -> None:
-        worker.metrics.pruned.labels(status.value).inc(deleted)
+@dataclass(frozen=True, slots=True)
+class RetentionResult:
+    pruned: dict[JobStatus, int]
 
-    while True:
-        try:
-            policy = RetentionPolicy.from_settings(worker.settings)
-            pruned = await prune_once(worker.store, policy, on_batch=counted)
-            if any(pruned.values()):
-                worker.log.info("jobs_pruned", **{s.value: n for s, n in pruned.items()})
-        except StoreUnavailable as exc:
-            worker.transient_error("retention", exc)
-        await trio.sleep(worker.settings.retention_interval_s)
+
+class Retention:
+    def __init__(self, policy: RetentionPolicy, interval_s: float, *, store: JobStore,
+                 metrics: Metrics, counters: Counters, worker_id: str) -> None:
+        self.policy = policy
+        self.interval_s = interval_s
+        self._store = store
+        self._metrics = metrics
+        self._counters = counters
+        self._log = get_logger(worker_id=worker_id)
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.policy = RetentionPolicy.from_settings(settings)
+        self.interval_s = settings.retention_interval_s
+
+    async def run_once(self) -> RetentionResult:
+        pruned = await prune_once(self._store, self.policy, on_batch=self._counted)
+        if any(pruned.values()):
+            self._log.info("jobs_pruned", **{s.value: n for s, n in pruned.items()})
+        return RetentionResult(pruned)
+
+    def _counted(self, status: JobStatus, deleted: int) -> None:
+        self._metrics.pruned.labels(status.value).inc(deleted)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            try:
+                await self.run_once()
+            except StoreUnavailable as exc:
+                self._counters.transient_error("retention", exc)
+            await trio.sleep(self.interval_s)

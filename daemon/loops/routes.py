@@ -7,36 +7,60 @@ tells the migrator this daemon is alive (it counts acks younger than 15 s)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.store import RoutingStore
+from gochatd.wakeup import Wakeups
 
 REFRESH_S = 0.5
 ACK_EVERY_S = 5.0
 
 
-async def routes_loop(worker: Worker) -> None:
-    acked: int | None = None
-    acked_at = -ACK_EVERY_S
-    while True:
-        try:
-            version = (await worker.store.refresh_routes()).version
-            if version != acked or trio.current_time() - acked_at >= ACK_EVERY_S:
-                # Acked only after the destinations it names were opened (refresh raises
-                # otherwise): a daemon that cannot reach a destination holds the barrier.
-                await worker.store.ack_routes(worker.worker_id, version)
-                if version != acked:
-                    worker.intake_wakeup.set()
-                acked, acked_at = version, trio.current_time()
-        except StoreUnavailable as exc:
-            worker.transient_error("routes", exc)
-        await trio.sleep(REFRESH_S)
+@dataclass(frozen=True, slots=True)
+class RoutesResult:
+    version: int
+    acked: bool
+    changed: bool
 
 
-async def forget_ack(worker: Worker) -> None:
-    await worker.store.forget_route_ack(worker.worker_id)
+class RouteFollower:
+    def __init__(self, *, store: RoutingStore, worker_id: str, wakeups: Wakeups,
+                 counters: Counters) -> None:
+        self._store = store
+        self._worker_id = worker_id
+        self._wakeups = wakeups
+        self._counters = counters
+        self._acked: int | None = None
+        self._acked_at = -ACK_EVERY_S
+
+    async def run_once(self) -> RoutesResult:
+        version = (await self._store.refresh_routes()).version
+        changed = version != self._acked
+        if not changed and trio.current_time() - self._acked_at < ACK_EVERY_S:
+            return RoutesResult(version, acked=False, changed=False)
+        # Acked only after the destinations it names were opened (refresh raises
+        # otherwise): a daemon that cannot reach a destination holds the barrier.
+        await self._store.ack_routes(self._worker_id, version)
+        if changed:
+            self._wakeups.intake.set()
+        self._acked, self._acked_at = version, trio.current_time()
+        return RoutesResult(version, acked=True, changed=changed)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            try:
+                await self.run_once()
+            except StoreUnavailable as exc:
+                self._counters.transient_error("routes", exc)
+            await trio.sleep(REFRESH_S)
+
+    async def forget_ack(self) -> None:
+        """A stopped daemon no longer holds back the migrator's barrier."""
+        await self._store.forget_route_ack(self._worker_id)

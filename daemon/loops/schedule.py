@@ -12,16 +12,21 @@ pass is younger than half the interval at the next pass and older at the one aft
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import NoReturn
 
 import trio
 
+from gochatd.config import Settings
+from gochatd.counters import Counters
+from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
+from gochatd.lifecycle import Lifecycle, State
+from gochatd.logs import get_logger
 from gochatd.loops.scan_window import ScanWindow
-
-if TYPE_CHECKING:
-    from gochatd.dispatch.redis_streams import RedisStreams
-    from gochatd.service import Worker
+from gochatd.queues import QueueSelection
+from gochatd.store import JobStore
+from gochatd.wakeup import Wakeup
 
 DISPATCH_BATCH = 500
 SWEEP_TARGET = 1000
@@ -30,71 +35,110 @@ SWEEP_TARGET = 1000
 DISPATCH_SHIELD_S = 15.0
 
 
-async def dispatch_due(worker: Worker, streams: RedisStreams) -> int:
-    with trio.CancelScope(shield=True), trio.move_on_after(DISPATCH_SHIELD_S):
-        refs = await worker.store.dispatch_due_jobs(worker.queues, DISPATCH_BATCH)
-        if refs:
-            await streams.publish(refs)
-            worker.counters["scheduled_dispatches"] += len(refs)
-        return len(refs)
-    return 0
-
-
 def sweep_period_s(sweep_interval_s: float) -> float:
     """How often the sweep runs, and how old a dispatch must be for it to count as lost."""
     return sweep_interval_s / 2
 
 
-async def sweep(worker: Worker, streams: RedisStreams, window: ScanWindow | None = None) -> int:
-    """Re-dispatch jobs whose dispatch is older than a sweep interval; with ``window``, only
-    those dispatched since its last complete pass (plus that interval)."""
-    healed, left_behind = 0, False
-    older_than_s = sweep_period_s(worker.settings.worker_redis_sweep_interval_s)
-    within_s = window.begin() if window is not None else None
-    for queue in worker.queues:
-        room = SWEEP_TARGET - await streams.backlog(queue)
-        refs = await worker.store.redispatch_stale_jobs(
-            queue, older_than_s, room,
-            dispatched_within_s=None if within_s is None else within_s + older_than_s,
-        )
-        left_behind = left_behind or len(refs) >= room
-        if refs:
-            await streams.publish(refs)
-            healed += len(refs)
-    if window is not None and not left_behind:
-        window.complete()
-    if healed:
-        worker.counters["sweep_redispatched"] += healed
-        worker.log.info("sweep_redispatched", jobs=healed)
-    await streams.trim(worker.queues)
-    return healed
+@dataclass(frozen=True, slots=True)
+class ScheduleConfig:
+    sweep_interval_s: float
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ScheduleConfig:
+        return cls(settings.worker_redis_sweep_interval_s)
 
 
-async def schedule_loop(worker: Worker) -> None:
-    from gochatd.service import Mode
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    dispatched: int
+    swept: int | None  # None: no sweep this pass
+    wait_s: float  # until the next pass (next due job, next sweep)
 
-    next_sweep = trio.current_time() + sweep_period_s(worker.settings.worker_redis_sweep_interval_s)
-    window = ScanWindow()
-    while True:
-        streams = worker.streams
-        if worker.mode is not Mode.STREAMS or streams is None:
-            await worker.schedule_wakeup.wait(1.0)
-            continue
+
+class Scheduler:
+    def __init__(self, config: ScheduleConfig, *, store: JobStore, streams: RedisStreams,
+                 queues: QueueSelection, lifecycle: Lifecycle, wakeup: Wakeup,
+                 counters: Counters, worker_id: str) -> None:
+        self.config = config
+        self._store = store
+        self._streams = streams
+        self._queues = queues
+        self._lifecycle = lifecycle
+        self._wakeup = wakeup
+        self._counters = counters
+        self._window = ScanWindow()
+        self._next_sweep: float | None = None
+        self._log = get_logger(worker_id=worker_id)
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.config = ScheduleConfig.from_settings(settings)
+
+    async def dispatch_due(self) -> int:
+        with trio.CancelScope(shield=True), trio.move_on_after(DISPATCH_SHIELD_S):
+            refs = await self._store.dispatch_due_jobs(self._queues.queues, DISPATCH_BATCH)
+            if refs:
+                await self._streams.publish(refs)
+                self._counters.inc("scheduled_dispatches", len(refs))
+            return len(refs)
+        return 0
+
+    async def sweep(self, *, windowed: bool = True) -> int:
+        """Re-dispatch jobs whose dispatch is older than a sweep interval; windowed, only
+        those dispatched since the last complete pass (plus that interval)."""
+        healed, left_behind = 0, False
+        older_than_s = sweep_period_s(self.config.sweep_interval_s)
+        within_s = self._window.begin() if windowed else None
+        for queue in self._queues.queues:
+            room = SWEEP_TARGET - await self._streams.backlog(queue)
+            refs = await self._store.redispatch_stale_jobs(
+                queue, older_than_s, room,
+                dispatched_within_s=None if within_s is None else within_s + older_than_s,
+            )
+            left_behind = left_behind or len(refs) >= room
+            if refs:
+                await self._streams.publish(refs)
+                healed += len(refs)
+        if windowed and not left_behind:
+            self._window.complete()
+        if healed:
+            self._counters.inc("sweep_redispatched", healed)
+            self._log.info("sweep_redispatched", jobs=healed)
+        await self._streams.trim(self._queues.queues)
+        return healed
+
+    async def run_once(self) -> ScheduleResult:
+        """Dispatch what is due; sweep when its time has come; say how long to wait."""
+        period_s = sweep_period_s(self.config.sweep_interval_s)
+        if self._next_sweep is None:
+            self._next_sweep = trio.current_time() + period_s
+        dispatched = await self.dispatch_due()
+        if dispatched >= DISPATCH_BATCH:
+            return ScheduleResult(dispatched, None, 0.0)
+        swept = None
+        if trio.current_time() >= self._next_sweep:
+            self._next_sweep = trio.current_time() + period_s
+            swept = await self.sweep()
         wait_s = math.inf
-        try:
-            if await dispatch_due(worker, streams) >= DISPATCH_BATCH:
+        due_in = await self._store.next_due_in_s(self._queues.queues, undispatched_only=True)
+        if due_in is not None:
+            # Due already but locked by another dispatcher: look again shortly.
+            wait_s = due_in if due_in > 0 else 0.01
+        wait_s = min(wait_s, max(0.0, self._next_sweep - trio.current_time()))
+        return ScheduleResult(dispatched, swept, wait_s)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        task_status.started()
+        while True:
+            if self._lifecycle.dispatch is not State.STREAMS:
+                await self._wakeup.wait(1.0)
                 continue
-            if trio.current_time() >= next_sweep:
-                next_sweep = trio.current_time() + sweep_period_s(
-                    worker.settings.worker_redis_sweep_interval_s
-                )
-                await sweep(worker, streams, window)
-            due_in = await worker.store.next_due_in_s(worker.queues, undispatched_only=True)
-            if due_in is not None:
-                # Due already but locked by another dispatcher: look again shortly.
-                wait_s = due_in if due_in > 0 else 0.01
-        except (StoreUnavailable, DispatchUnavailable) as exc:
-            worker.transient_error("schedule", exc)
-            wait_s = 0.5
-        wait_s = min(wait_s, max(0.0, next_sweep - trio.current_time()))
-        await worker.schedule_wakeup.wait(wait_s)
+            try:
+                wait_s = (await self.run_once()).wait_s
+            except (StoreUnavailable, DispatchUnavailable) as exc:
+                self._counters.transient_error("schedule", exc)
+                wait_s = 0.5
+            if self._next_sweep is not None:
+                wait_s = min(wait_s, max(0.0, self._next_sweep - trio.current_time()))
+            await self._wakeup.wait(wait_s)

@@ -1,42 +1,80 @@
 """Tenant backlog: in streams mode, claim the due jobs of tenants with ``max_running``.
 
 A stream-delivered job refused for its tenant's cap stays queued and its entry is acked, so
-without this loop it would wait for the sweep (``worker.redis.sweep_interval_s``). Every
-``poll_interval_max_s`` (and whenever a slot frees), while the worker streams and has free
-slots, it claims such jobs with the same capped claim as the poller. It runs only when some
-tenant has a cap, inside the handler nursery (claimed jobs start there), and ends when the
-worker stops claiming. In polling mode the poller already covers these jobs.
+without this loop it would wait for the sweep (``sweep_interval_s``). Every
+``poll_interval_max_s``, while the worker streams and has free slots, it claims such jobs
+with the same capped claim as the poller. It runs beside the intake in the job pool (claimed
+jobs start there) and ends when the worker stops claiming. In polling mode the poller
+already covers these jobs; without caps it only sleeps.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import trio
 
+from gochatd.config import Settings
+from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
-
-if TYPE_CHECKING:
-    from gochatd.service import Worker
+from gochatd.jobpool import JobPool
+from gochatd.lifecycle import Lifecycle, State
+from gochatd.queues import QueueSelection
+from gochatd.store import JobStore
 
 #: Like a stream read's: a claim cancelled after its commit would strand running jobs.
 CLAIM_SLACK_S = 15.0
 
 
-async def tenant_backlog_loop(worker: Worker) -> None:
-    from gochatd.service import Mode
+@dataclass(frozen=True, slots=True)
+class BacklogConfig:
+    interval_s: float
+    lease_s: float
 
-    while not worker.stopping:
-        await trio.sleep(worker.settings.worker_poll_interval_max_s)
-        free = worker.free_slots()
-        if worker.mode is not Mode.STREAMS or free <= 0 or not worker.store.tenant_limits:
-            continue
-        try:
-            with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
-                claimed = await worker.store.claim_tenant_backlog(
-                    worker.intake_queues, free, worker.worker_id, worker.lease_s)
-                # Started even if a stop began meanwhile: the leases are ours, and the
-                # runner's interrupt hands them back (this loop runs in the handler nursery).
-                worker.start_jobs(claimed)
-        except StoreUnavailable as exc:
-            worker.transient_error("tenant_backlog", exc)
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BacklogConfig:
+        return cls(settings.worker_poll_interval_max_s, settings.worker_lease_s)
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogResult:
+    claimed: int
+
+
+class TenantBacklog:
+    def __init__(self, config: BacklogConfig, *, store: JobStore, pool: JobPool,
+                 queues: QueueSelection, lifecycle: Lifecycle, worker_id: str,
+                 counters: Counters) -> None:
+        self.config = config
+        self._store = store
+        self._pool = pool
+        self._queues = queues
+        self._lifecycle = lifecycle
+        self._worker_id = worker_id
+        self._counters = counters
+
+    def reconfigure(self, settings: Settings) -> None:
+        self.config = BacklogConfig.from_settings(settings)
+
+    async def run_once(self) -> BacklogResult:
+        free = self._pool.free_slots()
+        if (self._lifecycle.dispatch is not State.STREAMS or free <= 0
+                or not self._store.tenant_limits):
+            return BacklogResult(0)
+        with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
+            claimed = await self._store.claim_tenant_backlog(
+                self._queues.intake, free, self._worker_id, self.config.lease_s)
+            # Started even if a stop began meanwhile: the leases are ours, and the
+            # runner's interrupt hands them back (the pool's nursery outlives the claims).
+            self._pool.start_jobs(claimed)
+            return BacklogResult(len(claimed))
+        return BacklogResult(0)
+
+    async def run(self) -> None:
+        """Until the worker stops claiming (the stop cancels the claim scope too)."""
+        while not self._lifecycle.stopping:
+            await trio.sleep(self.config.interval_s)
+            try:
+                await self.run_once()
+            except StoreUnavailable as exc:
+                self._counters.transient_error("tenant_backlog", exc)

@@ -353,7 +353,7 @@ async def test_reload_reports_applied_and_restart_only_keys(
         assert status["concurrency"] == 2
         assert status["config_reloaded_at"] == reloaded["reloaded_at"]
         assert status["pending_restart"] == ["worker.lease_s"]
-        assert admin.worker.lease_s == 5.0  # restart-only: unchanged until a restart
+        assert admin.worker.settings.worker_lease_s == 5.0  # restart-only: unchanged until a restart
 
         # A broken file is refused with a 400 and changes nothing.
         config.write_text("worker:\n  concurrency: 0\n", encoding="utf-8")

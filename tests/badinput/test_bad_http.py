@@ -19,7 +19,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
-from gochatd import control
 from gochatd.gateway.keys import hash_key
 from gochatd.model import JobStatus
 from gochatd.service import Worker
@@ -397,7 +396,7 @@ def check(case_: HttpCase, response: RawResponse) -> str | None:
 
 
 def _state(worker: Worker) -> dict[str, Any]:
-    status = control.status(worker)
+    status = worker.control.status()
     return {k: status[k] for k in ("draining", "exit_when_drained", "paused", "stopping",
                                    "paused_queues", "pending_restart", "config_reloaded_at",
                                    "queues", "concurrency")}

@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 from gochatd.context import JobContext
-from gochatd.dispatch.redis_streams import _entry
+from gochatd.dispatch.entries import entry_from_redis as _entry
 from gochatd.model import Job, JobStatus
 from gochatd.registry import HandlerSpec
 from tests.badinput.tally import tried

@@ -33,7 +33,7 @@ async def test_stop_under_load_leaks_nothing(pg_clean: str, redis_url: str) -> N
             await worker.client.enqueue("sys:sleep", {"seconds": 0.05 + (i % 5) * 0.2})
 
         async def busy() -> bool:
-            return len(worker.active) >= 10
+            return len(worker.jobs) >= 10
 
         await wait_until(busy, what="handlers in flight")
         names = {t.name for t in _connection_threads() - threads_before}

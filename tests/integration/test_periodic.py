@@ -136,7 +136,7 @@ async def test_a_draining_daemon_leaves_the_slots_to_others(sqlite_url: str) -> 
     jt = job_type()
     settings = make_settings(sqlite_url, periodic={jt: {"every": "1s"}})
     async with started_worker(settings, registry=make_registry()) as run:
-        run.worker.draining = True
+        run.worker.control.drain()
         before = run.worker.counters["periodic_rounds"]
         count = len(await jobs_of(run.worker, jt))
         start = await run.worker.store.database_now()
@@ -147,7 +147,7 @@ async def test_a_draining_daemon_leaves_the_slots_to_others(sqlite_url: str) -> 
         await wait_until(three_slots_passed, what="three slots by the database clock")
         assert run.worker.counters["periodic_rounds"] <= before + 1  # a round already running
         assert len(await jobs_of(run.worker, jt)) <= count + 1
-        run.worker.draining = False
+        assert run.worker.control.resume()
 
         async def resumed() -> bool:
             return len(await jobs_of(run.worker, jt)) >= count + 2

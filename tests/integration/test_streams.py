@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from gochatd.client import Client
-from gochatd.loops.schedule import sweep, sweep_period_s
+from gochatd.loops.schedule import sweep_period_s
 from gochatd.model import JobStatus
 from gochatd.registry import HandlerSpec
 from tests.integration.helpers import (
@@ -167,7 +167,8 @@ async def test_sweep_heals_a_lost_dispatch_within_one_interval(
         for job_id, age_s in ((young, 0.4 * interval_s), (old, 0.6 * interval_s)):
             await sql(backend_url, "UPDATE background_jobs SET dispatched_at = "
                       f"{now_sql(backend_url, -age_s)} WHERE id = %s", [job_id])
-        assert await sweep(run.worker, run.worker.streams) == 1
+        assert run.worker.scheduler is not None
+        assert await run.worker.scheduler.sweep(windowed=False) == 1
         await wait_for_status(run.worker.store, old, JobStatus.COMPLETED, timeout_s=10)
         left = await run.worker.store.get_job(young)
         assert left is not None and left.status is JobStatus.QUEUED, "not lost yet: left alone"

@@ -14,9 +14,13 @@ import pytest
 import trio
 
 from gochatd.config import Settings
-from gochatd.loops.watchdog import watchdog_loop
+from gochatd.counters import Counters
+from gochatd.jobpool import ActiveJobs
+from gochatd.lifecycle import Lifecycle
+from gochatd.loops.watchdog import Watchdog
 from gochatd.sdnotify import Notifier
 from gochatd.service import Worker
+from gochatd.wakeup import Wakeups
 
 _UCRED = struct.Struct("iII")
 
@@ -162,17 +166,21 @@ def test_a_receiver_that_does_not_read_never_blocks_the_sender(
 # -- the watchdog loop -------------------------------------------------------------------------
 
 
-def _worker(tmp_path: Path, notifier: Notifier) -> Worker:
-    worker = Worker(Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}"))
-    worker.notifier = notifier
-    return worker
+def _watchdog(notifier: Notifier) -> tuple[Watchdog, Lifecycle]:
+    lifecycle = Lifecycle(ActiveJobs(), notifier=notifier, wakeups=Wakeups(),
+                          counters=Counters(), worker_id="w")
+    return Watchdog(notifier=notifier, lifecycle=lifecycle), lifecycle
 
 
-async def test_watchdog_loop_returns_at_once_without_notify_socket(
+def test_watchdog_is_not_started_without_notify_socket(
     clean_env: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    with trio.fail_after(5):
-        await watchdog_loop(_worker(tmp_path, Notifier("")))
+    watchdog, _ = _watchdog(Notifier(""))
+    assert not watchdog.enabled
+    worker = Worker(Settings(database_url=f"sqlite:///{tmp_path / 'w.db'}"))
+    assert not worker.watchdog.enabled
+    assert worker.watchdog.run not in worker._root_loops()
+    assert worker.reaper.run in worker._root_loops()
 
 
 async def test_watchdog_loop_pings_then_adds_status_once_ready(
@@ -180,7 +188,7 @@ async def test_watchdog_loop_pings_then_adds_status_once_ready(
 ) -> None:
     address, sync_sock = receiver
     clean_env.setenv("WATCHDOG_USEC", "100000")  # a ping every 0.05 s
-    worker = _worker(tmp_path, Notifier(address))
+    watchdog, lifecycle = _watchdog(Notifier(address))
     sock = trio.socket.from_stdlib_socket(sync_sock)
 
     async def next_message() -> str:
@@ -188,10 +196,10 @@ async def test_watchdog_loop_pings_then_adds_status_once_ready(
 
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watchdog_loop, worker)
+            nursery.start_soon(watchdog.run)
             before_ready = [await next_message() for _ in range(3)]
             assert before_ready == ["WATCHDOG=1"] * 3  # no STATUS before READY
-            worker.ready.set()
+            lifecycle.ready.set()
             seen: list[str] = []
             while seen.count("WATCHDOG=1") < 3 or not any(m.startswith("STATUS=") for m in seen):
                 seen.append(await next_message())
@@ -205,11 +213,11 @@ async def test_watchdog_loop_sends_status_only_when_the_watchdog_is_someone_else
     address, sync_sock = receiver
     clean_env.setenv("WATCHDOG_USEC", "100000")
     clean_env.setenv("WATCHDOG_PID", str(os.getppid()))
-    worker = _worker(tmp_path, Notifier(address))
-    worker.ready.set()
+    watchdog, lifecycle = _watchdog(Notifier(address))
+    lifecycle.ready.set()
     sock = trio.socket.from_stdlib_socket(sync_sock)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(watchdog_loop, worker)
+            nursery.start_soon(watchdog.run)
             assert (await sock.recv(4096)).decode() == "STATUS=serving; mode starting; in flight 0"
             nursery.cancel_scope.cancel()

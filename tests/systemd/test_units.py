@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from gochatd.config import FIELDS, Settings, load_settings
-from gochatd.service import ADMIN_GRACE_S, FINAL_FLUSH_S, UNWIND_S
+from gochatd.jobpool import UNWIND_S
+from gochatd.service import ADMIN_GRACE_S, FINAL_FLUSH_S
 from tests.support.daemon_process import GOCHATD, REPO_ROOT, run_cli
 
 UNITS = ("gochatd.service", "gochatd-worker.service")

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from gochatd.dispatch.redis_streams import StreamEntry
+from gochatd.dispatch.entries import StreamEntry
 from gochatd.model import CLAIMABLE, OUTCOME_STATUS, TERMINAL, TRANSITIONS, JobStatus, can_transition
 from gochatd.redact import mask_url, redact_error
 from gochatd.retry import Backoff, next_delay_s
