@@ -29,6 +29,20 @@ _root: structlog.typing.FilteringBoundLogger | None = None
 _configured = False
 
 
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was set up (a
+    test harness or an embedding program may swap it, and close the one it replaced)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_STDERR: Any = _CurrentStderr()
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     """For the command line's entry points only: the process is gochatd's own."""
     global _root, _configured
@@ -49,7 +63,7 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_STDERR),
         cache_logger_on_first_use=False,
     )
 
@@ -64,7 +78,7 @@ def reconfigure_logging(level: str, fmt: str) -> None:
 def _unconfigured_logger() -> structlog.typing.FilteringBoundLogger:
     """Nobody configured structlog: warnings and errors on stderr, as one key=value line."""
     logger: structlog.typing.FilteringBoundLogger = structlog.wrap_logger(
-        structlog.PrintLogger(sys.stderr),
+        structlog.PrintLogger(_STDERR),
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,

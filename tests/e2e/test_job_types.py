@@ -63,7 +63,10 @@ def test_producers_get_the_published_defaults(
     config = tmp_path / "gochatd.yaml"
     config.write_text(yaml.safe_dump({"gateway": {"keys": KEYS}}))
 
-    # No daemon has run yet: the type is unknown everywhere, so default/25 and a warning.
+    # No daemon has run yet (the schema made by hand, as the CLI says to): the type is
+    # unknown everywhere, so default/25 and a warning.
+    upgraded = run_cli(["db", "upgrade"], env, cwd=tmp_path)
+    assert upgraded.returncode == 0, upgraded.stderr
     early, stderr = _enqueue(env, tmp_path, TYPED)
     assert (early["queue"], early["max_attempts"]) == ("default", 25)
     _assert_unpublished_warning(stderr, TYPED)
