@@ -23,7 +23,6 @@ from gochatd.errors import (
     InvalidReply,
     NonRetryable,
     RetryAfter,
-    StaleLease,
 )
 from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
 from gochatd.new_job import NewJob
@@ -33,6 +32,6 @@ from gochatd.registry import job
 __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
-    "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter", "StaleLease",
+    "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter",
     "job", "periodic",
 ]

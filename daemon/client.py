@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 
 from gochatd.dispatch.redis_streams import RedisStreams
-from gochatd.errors import DispatchUnavailable, InvalidJob
+from gochatd.errors import ConfigError, DispatchUnavailable, InvalidJob
 from gochatd.group_commit import GroupCommit
 from gochatd.logs import get_logger
 from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
@@ -208,7 +208,7 @@ class Client:
         on_enqueued: Callable[[Job], None] | None = None,
     ) -> None:
         if store is None and database_url is None:
-            raise InvalidJob("Client needs a database_url or a store")
+            raise ConfigError("Client needs a database_url or a store")
         self._database_url = database_url
         self._redis_url = redis_url
         self._stream_prefix = stream_prefix

@@ -1,22 +1,40 @@
-"""The gochatd error tree.
+"""The gochatd error tree: every error gochatd raises on purpose, where it is defined.
 
     GochatdError
-     ├── UserError                  bad input from a person or a producer: exit 2, HTTP 4xx
-     │    ├── ConfigError           a config key is missing, malformed or out of range
-     │    ├── InvalidJob            payload not JSON / too big, bad queue or type name
+     ├── UserError                  the caller can fix it: exit 2, HTTP 4xx, one line
+     │    ├── ConfigError           a setting (or database_url) is missing, malformed, out of range
+     │    ├── InvalidJob            payload not JSON / too big, bad queue or type name, or a
+     │    │                         row the database's own constraints refuse
      │    ├── IdempotencyConflict   same (tenant, idempotency_key), different job
      │    ├── JobNotFound
-     │    └── InvalidTransition     the job's status does not allow that operation
-     ├── StaleLease                 the lease owner/fence is no longer current; nothing written
-     ├── StoreUnavailable           the database could not be reached (transient)
-     ├── ResourceClosed             gochatd's own connections were used after close()
-     └── DispatchUnavailable        Redis could not be reached (transient; workers poll)
+     │    ├── InvalidTransition     the job's status does not allow that operation
+     │    ├── UsageError            bad command-line arguments               (cli.py)
+     │    ├── NoDatabase            no gochatd database or schema at the URL  (store/presence.py)
+     │    ├── OutboxNotFound        no such reply in the outbox               (outbox/cli.py)
+     │    └── MigrateError          a migration phase refused (plan, state)   (migrate/backends.py)
+     │         └── CutoverBlocked   validation found a difference: exit 3     (migrate/phases.py)
+     ├── StoreUnavailable           Broken: the database could not be reached (transient)
+     │    └── TenantMoved           the tenant's rows moved; the routed store re-routes and retries
+     ├── DispatchUnavailable        Broken: Redis could not be reached (transient; workers poll)
+     ├── ResourceClosed             Closed: gochatd's own connections used after close() (a bug
+     │                              in the caller, not an outage)
+     └── MigrationFailed            a database error inside a migration phase; re-run resumes
+                                    (migrate/cli.py)
 
-``NonRetryable`` is raised by handlers, not by gochatd: it makes a job dead at once.
-``HandlerFailure`` (and its ``RetryAfter``) is raised by handlers too, the HTTP handlers
-among them: it names the job's ``error_class`` and may ask for a retry delay.
-``InvalidReply`` (a ``NonRetryable`` and a ``ValueError``) is what ``ctx.reply`` raises for
-a reply it cannot accept: the same handler would only fail the same way again.
+Closed vs Broken: ``ResourceClosed`` means the program used what it had closed, and retrying
+cannot help; ``StoreUnavailable`` and ``DispatchUnavailable`` mean the world is down for
+now, and the daemon retries (the command line says so in one line, exit 1).
+
+Raised by handlers, not by gochatd (plain ``Exception`` subclasses, outside the tree):
+``NonRetryable`` makes a job dead at once; ``HandlerFailure`` (and its ``RetryAfter``) names
+the job's ``error_class`` and may ask for a retry delay (the HTTP handlers raise it too);
+``InvalidReply`` (a ``NonRetryable`` and a ``ValueError``) is what ``ctx.reply`` raises for a
+reply it cannot accept. Not errors of the API either: ``CronError`` (a ``ValueError`` for a
+bad schedule, turned into a ``ConfigError`` at load), ``ApiError`` (admin/app.py: an HTTP
+error answer) and ``SysFailError`` (what the built-in ``sys:fail`` handler raises).
+
+A stale finish is not an exception: the fenced UPDATE matches no row, writes nothing, and
+the finisher counts it (``finish_jobs`` returns the ids it applied).
 """
 
 from __future__ import annotations
@@ -62,17 +80,8 @@ class InvalidTransition(UserError):
     pass
 
 
-class StaleLease(GochatdError):
-    """A complete/retry/fail presented an owner or fence that is no longer current."""
-
-    def __init__(self, job_id: int, fence: int) -> None:
-        super().__init__(f"stale lease on job {job_id} (fence {fence}); nothing written")
-        self.job_id = job_id
-        self.fence = fence
-
-
 class StoreUnavailable(GochatdError):
-    pass
+    """Broken: the database could not be reached or answered with an outage (transient)."""
 
 
 class ResourceClosed(GochatdError):
@@ -90,7 +99,7 @@ class TenantMoved(StoreUnavailable):
 
 
 class DispatchUnavailable(GochatdError):
-    pass
+    """Broken: Redis could not be reached (transient; the daemon polls the database)."""
 
 
 class NonRetryable(Exception):

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import trio
 
 from gochatd.errors import (
+    ConfigError,
     IdempotencyConflict,
     InvalidJob,
     StoreUnavailable,
@@ -68,7 +69,7 @@ class SqliteStore(SqlJobStore):
         if rest.startswith("/"):
             rest = rest[1:]  # sqlite:///rel.db -> rel.db, sqlite:////abs.db -> /abs.db
         if not rest:
-            raise InvalidJob("database_url: sqlite:/// needs a file path")
+            raise ConfigError("database_url: sqlite:/// needs a file path")
         return cls(rest if rest == ":memory:" else str(Path(rest)))
 
     def __repr__(self) -> str:
