@@ -69,7 +69,7 @@ def create_app(daemon: Control) -> QuartTrio:
     @app.before_request
     async def authorize() -> Response | None:
         if request.method == "POST" and request.path in GATEWAY_PATHS:
-            return None  # tenants' API keys, checked by admin/gateway.py; never the admin token
+            return None  # tenants' API keys, checked by gateway/api.py; never the admin token
         token = daemon.settings.admin_token
         if not token and request.host and not is_loopback_host(request.host):
             # Without a token the API trusts whoever can reach loopback. A Host naming
@@ -104,16 +104,17 @@ def create_app(daemon: Control) -> QuartTrio:
         return Response(html, content_type="text/html; charset=utf-8",
                         headers={"Cache-Control": "no-store"})
 
-    from gochatd.admin import api, outbox_api, probes, tenants
+    from gochatd.admin import api, probes, tenants
+    from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
     api.register(app, daemon)
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
     if daemon.gateway is not None and not daemon.settings.gateway_listen:
-        from gochatd.admin import gateway
+        from gochatd.gateway import api as gateway_api
 
-        gateway.register(app, daemon)
+        gateway_api.register(app, daemon)
     else:
         _register_gateway_elsewhere(app, daemon)
     return app

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import gochatd
-from gochatd.admin.openapi_gateway import gateway_paths, gateway_schemas, tenants_path
-from gochatd.admin.openapi_outbox import outbox_paths, outbox_schemas
+from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
 from gochatd.model import JobStatus
+from gochatd.outbox.openapi import outbox_paths, outbox_schemas
 
 #: The largest job id (PostgreSQL bigint).
 MAX_ID = 2**63 - 1

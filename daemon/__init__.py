@@ -26,7 +26,7 @@ from gochatd.errors import (
 )
 from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
 from gochatd.new_job import NewJob
-from gochatd.periodic_jobs import periodic
+from gochatd.periodic_jobs.specs import periodic
 from gochatd.registry import job
 
 __version__ = "0.1.0"

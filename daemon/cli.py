@@ -467,7 +467,7 @@ def cmd_gateway(args: argparse.Namespace) -> int:
 
 
 def cmd_periodic(args: argparse.Namespace) -> int:
-    from gochatd.periodic_list import list_periodic
+    from gochatd.periodic_jobs.listing import list_periodic
 
     settings = _settings(args)
     configure_logging("warning", "json")

@@ -30,7 +30,7 @@ from gochatd.http_handlers import parse_http_handlers
 from gochatd.model import DEFAULT_PRIORITY_AGING_S
 from gochatd.outbox.channels import parse_channels
 from gochatd.outbox.providers import ChannelConfig
-from gochatd.periodic_jobs import parse_periodic_config
+from gochatd.periodic_jobs.specs import parse_periodic_config
 from gochatd.redact import mask_url
 from gochatd.registry import QUEUE_RE
 

@@ -8,14 +8,14 @@
      ├── heartbeat       extends leases, sees cancels                 loops/heartbeat.py
      ├── notify          LISTEN/NOTIFY or data_version wake-ups       loops/notify.py
      ├── pauses          fleet-wide queue pauses from the store       loops/pauses.py
-     ├── routes          tenant routes (gochatd migrate); acks them   loops/routes.py
+     ├── routes          tenant routes (gochatd migrate); acks them   migrate/follower.py
      ├── scheduler       due/delayed dispatch + sweep + trim (Redis)  loops/schedule.py
      ├── watchdog        WATCHDOG=1 / STATUS= ($NOTIFY_SOCKET only)   loops/watchdog.py
-     ├── periodic        each due periodic slot once (if declared)    loops/periodic.py
-     ├── outbox          reply_outbox -> providers (if channels)      loops/outbox.py
+     ├── periodic        each due periodic slot once (if declared)    periodic_jobs/loop.py
+     ├── outbox          reply_outbox -> providers (if channels)      outbox/loop.py
      │    └── outbox-<id>  one delivery per claimed row
      ├── gateway probe   Redis probe for the rate limiter             gateway/gateway.py
-     ├── gateway         its own listener (gateway.listen only)       admin/gateway_server.py
+     ├── gateway         its own listener (gateway.listen only)       gateway/server.py
      ├── admin           hypercorn + quart-trio (unless off)          admin/server.py
      └── job pool        handler nursery, CapacityLimiter(concurrency) jobpool.py
           ├── intake         stream consumer | database poller     loops/intake.py
@@ -60,19 +60,19 @@ from gochatd.loops.finish import Finisher
 from gochatd.loops.heartbeat import Heartbeat
 from gochatd.loops.intake import Intake, IntakeConfig
 from gochatd.loops.notify import NotifyListener
-from gochatd.loops.outbox import OutboxConfig, OutboxSender, build_providers
 from gochatd.loops.pauses import PauseFollower
-from gochatd.loops.periodic import PeriodicEnqueuer, checked_specs
 from gochatd.loops.reap import ReapConfig, Reaper
 from gochatd.loops.retention import Retention, RetentionPolicy
-from gochatd.loops.routes import RouteFollower
 from gochatd.loops.schedule import ScheduleConfig, Scheduler
 from gochatd.loops.tenant_backlog import BacklogConfig, TenantBacklog
 from gochatd.loops.watchdog import Watchdog
 from gochatd.metrics import Metrics
+from gochatd.migrate.follower import RouteFollower
 from gochatd.model import Job
+from gochatd.outbox.loop import OutboxConfig, OutboxSender, build_providers
 from gochatd.outbox.metrics import OutboxMetrics
-from gochatd.periodic_jobs import effective_specs
+from gochatd.periodic_jobs.loop import PeriodicEnqueuer, checked_specs
+from gochatd.periodic_jobs.specs import effective_specs
 from gochatd.queues import QueueSelection
 from gochatd.redact import mask_url
 from gochatd.registry import REGISTRY, Registry
@@ -393,7 +393,7 @@ class Worker:
         self, task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """The gateway on its own listener (gateway.listen); it stops with the admin API."""
-        from gochatd.admin.gateway_server import serve_gateway
+        from gochatd.gateway.server import serve_gateway
 
         await serve_gateway(self.control, self._admin_shutdown.wait, task_status=task_status)
 

@@ -30,7 +30,7 @@ from gochatd.migrate.phases import (
 )
 from gochatd.migrate.progress import Progress
 from gochatd.migrate.report import Report
-from gochatd.migrate.routes import (
+from gochatd.migrate.route_control import (
     RouteRow,
     destination_writes_after,
     fleet_acks,
@@ -39,8 +39,8 @@ from gochatd.migrate.routes import (
 )
 from gochatd.migrate.schema import check_source
 from gochatd.migrate.state import DatabaseStateStore
+from gochatd.store.route_table import EVERY_TENANT, RouteState
 from gochatd.store.router import ROUTES_SCHEMA
-from gochatd.store.routes import EVERY_TENANT, RouteState
 
 EXIT_DIFFERENT = 3
 DEFAULT_WINDOW_S = 3600.0

@@ -28,7 +28,7 @@ from typing import Any
 from gochatd.migrate.backends import Database, MigrateError
 from gochatd.migrate.catch_up import catch_up_scope, recorded_start
 from gochatd.migrate.changes import safe_horizon
-from gochatd.migrate.routes import (
+from gochatd.migrate.route_control import (
     FleetAck,
     destination_writes_after,
     get_route,
@@ -41,7 +41,7 @@ from gochatd.migrate.routes import (
 from gochatd.migrate.state import DONE, FAILED, RUNNING, StateStore
 from gochatd.migrate.tables import GLOBAL_SCOPE, Table
 from gochatd.migrate.validate import delta_check, validate_scope
-from gochatd.store.routes import EVERY_TENANT, RouteState
+from gochatd.store.route_table import EVERY_TENANT, RouteState
 
 START, CUTOVER, ROLLBACK = "start", "cutover", "rollback"
 VALIDATE, CATCH_UP = "validate", "catch-up"

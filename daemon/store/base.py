@@ -22,10 +22,10 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.outbox.store import OutboxStore
+from gochatd.periodic_jobs.slots import PeriodicSlotStore
 from gochatd.store.job_types import JobTypeStore
-from gochatd.store.outbox import OutboxStore
-from gochatd.store.periodic_slots import PeriodicSlotStore
-from gochatd.store.routes import RouteTable
+from gochatd.store.route_table import RouteTable
 
 
 class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):

@@ -31,10 +31,10 @@ from gochatd.model import (
     Lease,
     Outcome,
 )
+from gochatd.outbox.store import reply_rows
+from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
 from gochatd.store.enqueue_many import pg_enqueue_many
-from gochatd.store.outbox import reply_rows
-from gochatd.store.periodic_slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job

@@ -2,7 +2,7 @@
 their destinations (``gochatd migrate``; docs/migrate.md).
 
 Every tenant is served by exactly one database at a time, read from the route table
-(store/routes.py). Each underlying store is given a tenant scope, so work that spans
+(store/route_table.py). Each underlying store is given a tenant scope, so work that spans
 tenants (polling claims, the reaper, the sweep, retention, listings) runs on every open
 database and each one acts only on its own tenants. Work for one tenant (enqueue, finish,
 lease extension, outbox deliveries) goes to that tenant's database. A tenant whose cutover
@@ -38,7 +38,7 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
-from gochatd.store.periodic_slots import SlotClaim
+from gochatd.periodic_jobs.slots import SlotClaim
 from gochatd.store.router_base import ROUTES_SCHEMA, ScopedStore, concat, group_by
 from gochatd.store.router_outbox import RoutedOutbox
 

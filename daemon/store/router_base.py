@@ -19,7 +19,7 @@ from gochatd.logs import get_logger
 from gochatd.model import DEFAULT_PRIORITY_AGING_S
 from gochatd.redact import mask_url
 from gochatd.store.base import JobStore
-from gochatd.store.routes import (
+from gochatd.store.route_table import (
     EMPTY_ROUTES,
     EVERY_TENANT,
     RouteState,

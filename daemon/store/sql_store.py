@@ -26,10 +26,10 @@ from gochatd.model import (
     QueueStats,
     ReapResult,
 )
+from gochatd.outbox.store import SqlOutboxOps
+from gochatd.periodic_jobs.slots import SqlPeriodicOps
 from gochatd.store.job_types import SqlJobTypeOps
-from gochatd.store.outbox import SqlOutboxOps
-from gochatd.store.periodic_slots import SqlPeriodicOps
-from gochatd.store.routes import SqlRouteOps
+from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
 from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 

@@ -34,9 +34,9 @@ from gochatd.model import (
     Lease,
     Outcome,
 )
+from gochatd.outbox.store import reply_rows
+from gochatd.periodic_jobs.slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_params
-from gochatd.store.outbox import reply_rows
-from gochatd.store.periodic_slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.queries import load_migrations, load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore

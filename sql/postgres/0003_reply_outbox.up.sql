@@ -1,5 +1,5 @@
 -- The reply outbox: replies a job produced, written in the same transaction as its fenced
--- completion and delivered by the sender loop (daemon/loops/outbox.py) through a provider.
+-- completion and delivered by the sender loop (daemon/outbox/loop.py) through a provider.
 -- id is the stable primary key; (tenant_id, dedupe_key) makes a reply unique per tenant.
 CREATE TABLE IF NOT EXISTS reply_outbox (
     id                  bigserial   PRIMARY KEY,

@@ -401,7 +401,7 @@ WHERE status IN ('completed', 'dead', 'cancelled')
   AND updated_at < now() - make_interval(secs => %(older_than_s)s);
 
 -- ---------------------------------------------------------------------------------------
--- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py).
+-- Reply outbox (daemon/outbox/store.py, daemon/outbox/loop.py).
 -- Sender writes are fenced by (lease_owner, attempts).
 
 -- name: finish_jobs_with_replies

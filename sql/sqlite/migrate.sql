@@ -66,7 +66,7 @@ SELECT tenant_id, phase, destination, status, started_at, finished_at, report, u
 FROM gochatd_migrations ORDER BY destination, tenant_id, phase
 
 -- name: route_get
--- Tenant routes (daemon/migrate/routes.py; the daemons read them in store/router.py).
+-- Tenant routes (daemon/migrate/route_control.py; the daemons read them in store/router.py).
 SELECT tenant_id, state, destination, version, readonly_until,
        readonly_until IS NOT NULL AND readonly_until < ((julianday('now') - 2440587.5) * 86400.0) AS window_over
 FROM gochatd_routes WHERE tenant_id = :tenant

@@ -300,7 +300,7 @@ WHERE status IN ('completed', 'dead', 'cancelled')
   AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s;
 
 -- ---------------------------------------------------------------------------------------
--- Reply outbox (daemon/store/outbox.py, daemon/loops/outbox.py).
+-- Reply outbox (daemon/outbox/store.py, daemon/outbox/loop.py).
 -- Sender writes are fenced by (lease_owner, attempts).
 
 -- name: insert_replies

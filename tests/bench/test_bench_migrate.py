@@ -10,8 +10,9 @@ import math
 import os
 from pathlib import Path
 
-from gochatd.bench.options import SMOKE
-from gochatd.bench.report import ROWS
+from benchmarks.bench.options import SMOKE
+from benchmarks.bench.report import ROWS
+
 from tests.support.daemon_process import assert_clean, run_cli
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")

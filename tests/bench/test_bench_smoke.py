@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from benchmarks.bench.report import ROWS
 
-from gochatd.bench.report import ROWS
 from tests.support.daemon_process import assert_clean, run_cli
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")

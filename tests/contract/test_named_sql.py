@@ -13,8 +13,8 @@ from pathlib import Path
 import psycopg
 import pytest
 import trio
+from benchmarks.bench.queries import bench_queries
 
-from gochatd.bench.queries import bench_queries
 from gochatd.store import open_store
 from gochatd.store.queries import load_queries
 

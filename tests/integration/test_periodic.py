@@ -15,9 +15,9 @@ import pytest
 import trio
 
 import gochatd
-from gochatd.cron import parse_cron
 from gochatd.model import Job, JobFilter
-from gochatd.periodic_jobs import PERIODIC, effective_specs
+from gochatd.periodic_jobs.cron import parse_cron
+from gochatd.periodic_jobs.specs import PERIODIC, effective_specs
 from gochatd.registry import REGISTRY, HandlerSpec
 from gochatd.service import Worker
 from tests.integration.helpers import (

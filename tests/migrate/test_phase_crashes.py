@@ -28,7 +28,7 @@ import psycopg
 import pytest
 
 from gochatd.migrate.canonical import canonical_bytes
-from gochatd.migrate.routes import get_route
+from gochatd.migrate.route_control import get_route
 from gochatd.migrate.state import DatabaseStateStore, PhaseState
 from gochatd.migrate.tables import (
     BACKGROUND_JOBS,
@@ -37,7 +37,7 @@ from gochatd.migrate.tables import (
     TENANT_TABLES,
     Table,
 )
-from gochatd.store.routes import RouteState
+from gochatd.store.route_table import RouteState
 from tests.migrate.support import destination_label, file_url, migrated, open_db, read_all, seed
 
 GOCHATD = str(Path(sys.executable).with_name("gochatd"))

@@ -18,14 +18,14 @@ from gochatd.job_types import JobTypeDefaults
 from gochatd.migrate.backends import Database
 from gochatd.migrate.copy import copy_scope
 from gochatd.migrate.phases import Context, Move, cutover, start
-from gochatd.migrate.routes import route_url, set_route
+from gochatd.migrate.route_control import route_url, set_route
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import TENANT_TABLES
 from gochatd.migrate.validate import validate_scope
 from gochatd.model import EnqueueRequest, Finish, JobStatus, Outcome
 from gochatd.store import open_routed_store
+from gochatd.store.route_table import RouteState
 from gochatd.store.router import RoutedStore
-from gochatd.store.routes import RouteState
 from tests.migrate.support import file_url, migrated, open_db
 
 

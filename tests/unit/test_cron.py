@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gochatd.cron import CronError, parse_cron
+from gochatd.periodic_jobs.cron import CronError, parse_cron
 
 
 def t(text: str) -> datetime:

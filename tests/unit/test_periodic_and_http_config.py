@@ -11,7 +11,7 @@ import pytest
 from gochatd.config import load_settings
 from gochatd.errors import ConfigError
 from gochatd.http_handlers import HttpHandlers, HttpRoute, match_route, parse_retry_after
-from gochatd.periodic_jobs import (
+from gochatd.periodic_jobs.specs import (
     GRACE_S,
     EverySchedule,
     PeriodicSpec,

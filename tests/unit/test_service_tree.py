@@ -39,7 +39,7 @@ def test_every_started_loop_is_in_the_docstring_tree(tmp_path: Path) -> None:
         assert module in tree, f"{module} is started but not drawn in service.py's tree"
     # And nothing is drawn that is not started: the loops above, the two servers
     # (``_start_servers``) and the runners (one per job, in the pool).
-    drawn |= {"admin/server.py", "admin/gateway_server.py", "runner.py"}
+    drawn |= {"admin/server.py", "gateway/server.py", "runner.py"}
     for line in tree.splitlines():
         if "──" in line and line.rstrip().endswith(".py"):
             assert line.split()[-1] in drawn, line

@@ -4,7 +4,7 @@ Declared with ``@gochatd.periodic("*/5 * * * *", job_type=..., queue=...)`` or i
 (``periodic:``). A *slot* is one scheduled time. Each slot is enqueued at most once across the
 fleet: the daemon that moves the slot record (``gochatd_periodic_slots``) forward enqueues the
 job in the same transaction, with the idempotency key ``{job_type}:{slot}`` and
-``scheduled_at = slot``. The loop is ``loops/periodic.py``.
+``scheduled_at = slot``. The loop is ``loop.py``.
 
 Missed slots. A slot is *on time* while the database clock is at most ``GRACE_S`` past it:
 it is enqueued. A slot older than that was missed (every daemon was down or draining);
@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from gochatd.config_values import mapping_value
-from gochatd.cron import CronError, parse_cron
+from gochatd.periodic_jobs.cron import CronError, parse_cron
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY, Handler, HandlerSpec
 
 #: How late (database clock) a slot may still be enqueued when catch_up is ``skip``.

@@ -1,8 +1,8 @@
 """The migrator's side of tenant routes: set a route's state, and wait for the fleet.
 
 Routes live in the source (the daemons' home database); the states are described in
-sql/<dialect>/0007_change_tracking.up.sql and store/routes.py. Every change raises the
-table's version; each daemon polls it (loops/routes.py) and acknowledges what it has seen
+sql/<dialect>/0007_change_tracking.up.sql and store/route_table.py. Every change raises the
+table's version; each daemon polls it (migrate/follower.py) and acknowledges what it has seen
 in ``gochatd_route_acks``. ``wait_for_fleet`` is the barrier: it returns once every live
 daemon (one that acknowledged within ``LIVE_S`` by the database clock) has seen a version.
 """
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gochatd.migrate.backends import Database, Endpoint, query, sqlite_path
 from gochatd.migrate.canonical import epoch_to_utc
-from gochatd.store.routes import EVERY_TENANT, RouteState
+from gochatd.store.route_table import EVERY_TENANT, RouteState
 
 #: A daemon that acknowledged within this many seconds counts as live (it re-acks every 5).
 LIVE_S = 15.0

@@ -11,7 +11,7 @@ from typing import Any
 
 import trio
 
-from gochatd.bench.stats import StartTracker
+from benchmarks.bench.stats import StartTracker
 from gochatd.client import Client
 from gochatd.config import Settings
 from gochatd.model import Job

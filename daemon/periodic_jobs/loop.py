@@ -24,7 +24,7 @@ from gochatd.errors import ConfigError, InvalidJob, StoreUnavailable
 from gochatd.lifecycle import Lifecycle
 from gochatd.logs import get_logger
 from gochatd.model import EnqueueRequest, Job
-from gochatd.periodic_jobs import PeriodicSpec, plan_slot, slot_text
+from gochatd.periodic_jobs.specs import PeriodicSpec, plan_slot, slot_text
 from gochatd.registry import Registry
 from gochatd.store import JobStore
 

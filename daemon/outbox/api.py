@@ -1,4 +1,4 @@
-"""/v1/outbox: list, show and retry reply outbox rows (the sender is loops/outbox.py)."""
+"""/v1/outbox: list, show and retry reply outbox rows (the sender is outbox/loop.py)."""
 
 from __future__ import annotations
 

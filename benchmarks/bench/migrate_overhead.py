@@ -25,16 +25,16 @@ from typing import Any
 import psycopg
 import trio
 
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.queries import bench_queries
-from gochatd.bench.report import Report, progress
-from gochatd.bench.scratch import scratch_database
-from gochatd.bench.stats import percentile
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.queries import bench_queries
+from benchmarks.bench.report import Report, progress
+from benchmarks.bench.scratch import scratch_database
+from benchmarks.bench.stats import percentile
 from gochatd.migrate.backends import Database, parse_endpoint, sqlite_path
-from gochatd.migrate.routes import prepare_source, set_route
+from gochatd.migrate.route_control import prepare_source, set_route
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore, open_store
-from gochatd.store.routes import RouteState
+from gochatd.store.route_table import RouteState
 
 VARIANTS = ("untracked", "shipped", "tracking")
 DIALECTS = ("sqlite", "postgres")

@@ -15,7 +15,7 @@ from typing import Any
 
 import trio
 
-from gochatd.bench.inprocess import (
+from benchmarks.bench.inprocess import (
     bench_settings,
     concurrent,
     noop_enqueue,
@@ -23,11 +23,11 @@ from gochatd.bench.inprocess import (
     sequential,
     wait_completed,
 )
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.profiling import profile_drain
-from gochatd.bench.report import Report
-from gochatd.bench.scratch import drop_streams, scratch_database, stream_prefix
-from gochatd.bench.stats import StartTracker, summary_ms
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.profiling import profile_drain
+from benchmarks.bench.report import Report
+from benchmarks.bench.scratch import drop_streams, scratch_database, stream_prefix
+from benchmarks.bench.stats import StartTracker, summary_ms
 from gochatd.client import Client
 from gochatd.new_job import NewJob
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import trio
 
-from gochatd.bench.inprocess import bench_settings, running_worker
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.report import Report, progress
-from gochatd.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
-from gochatd.bench.stats import StartTracker, percentile
+from benchmarks.bench.inprocess import bench_settings, running_worker
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.report import Report, progress
+from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
+from benchmarks.bench.stats import StartTracker, percentile
 from gochatd.client import Client
 from gochatd.new_job import NewJob
 from gochatd.service import Worker

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from gochatd.bench.inprocess import wait_completed
+from benchmarks.bench.inprocess import wait_completed
 from gochatd.service import Worker
 
 

@@ -1,4 +1,4 @@
--- gochatd bench only (daemon/bench/): probes of a scratch database, never run by the
+-- gochatd bench only (benchmarks/bench/): probes of a scratch database, never run by the
 -- daemon. Loaded like sql/<dialect>/queries.sql (store/queries.py).
 
 -- name: bench_insert_backlog

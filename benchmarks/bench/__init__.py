@@ -21,9 +21,9 @@ import time
 
 import trio
 
-from gochatd.bench.options import BenchOptions, from_args
-from gochatd.bench.report import Report, progress
-from gochatd.bench.scratch import check_redis
+from benchmarks.bench.options import BenchOptions, from_args
+from benchmarks.bench.report import Report, progress
+from benchmarks.bench.scratch import check_redis
 from gochatd.errors import ConfigError
 
 
@@ -73,33 +73,33 @@ async def run_bench(args: argparse.Namespace) -> int:
 
 async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> None:
     if scenario == "throughput":
-        from gochatd.bench.throughput import run_throughput
+        from benchmarks.bench.throughput import run_throughput
 
         for backend in opts.backends:
             progress(f"  throughput on {backend}")
             await run_throughput(opts, backend, report, profile=backend == opts.stream_backend)
     elif scenario == "latency":
-        from gochatd.bench.latency import run_latency
+        from benchmarks.bench.latency import run_latency
 
         await run_latency(opts, opts.stream_backend, report)
     elif scenario == "daemon":
-        from gochatd.bench.daemon_process import run_daemon
+        from benchmarks.bench.daemon_process import run_daemon
 
         await run_daemon(opts, opts.stream_backend, report)
     elif scenario == "soak":
-        from gochatd.bench.daemon_process import run_soak
+        from benchmarks.bench.daemon_process import run_soak
 
         await run_soak(opts, opts.stream_backend, report)
     elif scenario == "backlog":
-        from gochatd.bench.backlog import run_backlog
+        from benchmarks.bench.backlog import run_backlog
 
         await run_backlog(opts, report)
     elif scenario == "idle-in-tx":
-        from gochatd.bench.idle_tx import run_idle_tx
+        from benchmarks.bench.idle_tx import run_idle_tx
 
         await run_idle_tx(opts, report)
     elif scenario == "migrate":
-        from gochatd.bench.migrate import run_migrate
+        from benchmarks.bench.migrate import run_migrate
 
         await run_migrate(opts, report)
 

@@ -11,10 +11,10 @@ import time
 import uuid
 from typing import Any
 
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.report import Report
-from gochatd.bench.scratch import Probe, scratch_database
-from gochatd.bench.stats import percentile
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.report import Report
+from benchmarks.bench.scratch import Probe, scratch_database
+from benchmarks.bench.stats import percentile
 from gochatd.model import ClaimedJob, Finish, Outcome
 from gochatd.store import JobStore, open_store
 

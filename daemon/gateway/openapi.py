@@ -1,4 +1,4 @@
-"""The gateway's part of the OpenAPI document (admin/gateway.py) and ``GET /v1/tenants``.
+"""The gateway's part of the OpenAPI document (gateway/api.py) and ``GET /v1/tenants``.
 
 The request schemas say exactly what the gateway accepts, so a fuzzer's schema-valid
 requests are accepted and its schema-violating ones refused: a payload is any JSON object

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gochatd.bench.inprocess import (
+from benchmarks.bench.inprocess import (
     bench_settings,
     concurrent,
     noop_enqueue,
@@ -20,10 +20,10 @@ from gochatd.bench.inprocess import (
     running_worker,
     wait_completed,
 )
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.report import Report
-from gochatd.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
-from gochatd.bench.stats import StartTracker, summary_ms
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.report import Report
+from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
+from benchmarks.bench.stats import StartTracker, summary_ms
 
 #: Delayed jobs are offered over about this long, so the scheduler sees a steady stream.
 DELAYED_SPREAD_S = 4.0

@@ -11,7 +11,7 @@ from gochatd.store.queries import read_queries
 
 @cache
 def bench_queries(dialect: str) -> dict[str, str]:
-    return read_queries(resources.files("gochatd.bench").joinpath(f"queries_{dialect}.sql"))
+    return read_queries(resources.files("benchmarks.bench").joinpath(f"queries_{dialect}.sql"))
 
 
 __all__ = ["bench_queries"]

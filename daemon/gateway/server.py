@@ -10,9 +10,9 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
-from gochatd.admin import gateway
 from gochatd.admin.app import register_errors
 from gochatd.admin.server import ShieldedSend, start_listener
+from gochatd.gateway import api as gateway_api
 
 if TYPE_CHECKING:
     from gochatd.control import Control
@@ -23,7 +23,7 @@ def create_gateway_app(daemon: Control) -> QuartTrio:
     app.config["MAX_CONTENT_LENGTH"] = daemon.settings.admin_max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
     register_errors(app, daemon)
-    gateway.register(app, daemon)
+    gateway_api.register(app, daemon)
     return app
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from gochatd.config import Settings
 from gochatd.errors import StoreUnavailable
-from gochatd.periodic_jobs import PeriodicSpec, effective_specs, slot_text
+from gochatd.periodic_jobs.specs import PeriodicSpec, effective_specs, slot_text
 from gochatd.registry import REGISTRY
 from gochatd.store import open_store
 from gochatd.store.presence import sqlite_file

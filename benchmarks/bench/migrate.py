@@ -25,11 +25,11 @@ from typing import Any, TypeVar
 
 import trio
 
-from gochatd.bench.migrate_overhead import run_overhead
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.queries import bench_queries
-from gochatd.bench.report import Report, progress
-from gochatd.bench.scratch import scratch_database
+from benchmarks.bench.migrate_overhead import run_overhead
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.queries import bench_queries
+from benchmarks.bench.report import Report, progress
+from benchmarks.bench.scratch import scratch_database
 from gochatd.migrate.backends import Database, parse_endpoint
 from gochatd.migrate.catch_up import catch_up_scope
 from gochatd.migrate.copy import DEFAULT_BATCH, copy_scope
@@ -38,7 +38,7 @@ from gochatd.migrate.schema import check_destination
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES
 from gochatd.store import open_store
-from gochatd.store.routes import EVERY_TENANT
+from gochatd.store.route_table import EVERY_TENANT
 
 T = TypeVar("T")
 SEED_CHUNK = 100_000

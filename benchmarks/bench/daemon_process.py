@@ -22,11 +22,11 @@ from typing import IO, Any
 
 import trio
 
-from gochatd.bench.inprocess import concurrent, noop_enqueue
-from gochatd.bench.options import BenchOptions
-from gochatd.bench.report import Report, progress
-from gochatd.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
-from gochatd.bench.throughput import bulk_enqueue
+from benchmarks.bench.inprocess import concurrent, noop_enqueue
+from benchmarks.bench.options import BenchOptions
+from benchmarks.bench.report import Report, progress
+from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
+from benchmarks.bench.throughput import bulk_enqueue
 from gochatd.client import Client
 from gochatd.errors import GochatdError
 

@@ -1,4 +1,4 @@
-"""The /v1/outbox part of the admin API's OpenAPI document (admin/outbox_api.py)."""
+"""The /v1/outbox part of the admin API's OpenAPI document (outbox/api.py)."""
 
 from __future__ import annotations
 

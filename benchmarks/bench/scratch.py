@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import trio
 
-from gochatd.bench.queries import bench_queries
+from benchmarks.bench.queries import bench_queries
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.redact import mask_url
 from gochatd.store.sqlite import SqliteStore

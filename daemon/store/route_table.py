@@ -3,7 +3,7 @@
 The route table lives in the home database (the one the daemons are configured with); see
 sql/<dialect>/0007_change_tracking.up.sql for its states. This module is the read side: a
 snapshot of the table and what it means for one tenant. The migrator writes the rows
-(daemon/migrate/routes.py); the routed store (store/router.py) acts on them.
+(daemon/migrate/route_control.py); the routed store (store/router.py) acts on them.
 """
 
 from __future__ import annotations
