@@ -260,9 +260,10 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/<job_id:job_id>/retry")
-    async def retry_job(job_id: str) -> Response:
+    async def requeue_job(job_id: str) -> Response:
         await _body(set())
-        job = await daemon.store.retry_job(_job_id(job_id))
+        job = await daemon.store.requeue_job(_job_id(job_id))
+        daemon.log.info("job_requeued", job_id=job.id)
         daemon.new_work()
         return jsonify(job_json(job))
 
@@ -273,7 +274,7 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/retry")
-    async def retry_dead() -> Response:
+    async def requeue_dead_jobs() -> Response:
         body = await _body({"queue", "tenant", "job_type", "limit"})
         flt = JobFilter(
             status=JobStatus.DEAD,
@@ -282,6 +283,7 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
             job_type=_text_arg("job_type", body.get("job_type")),
             limit=_body_int("limit", body.get("limit"), 1000, 1, 10_000),
         )
-        ids = await daemon.store.retry_dead_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        ids = await daemon.store.requeue_dead_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        daemon.log.info("jobs_requeued", count=len(ids))
         daemon.new_work()
         return jsonify({"retried": len(ids), "ids": ids[:1000]})

@@ -353,8 +353,9 @@ class Client:
         return await self._store().list_jobs(validate_filter(flt))
 
     async def retry(self, job_id: int) -> Job:
-        """Queue a dead or cancelled job again (``InvalidTransition`` otherwise)."""
-        return await self._store().retry_job(job_id)
+        """Retry (requeue) a dead or cancelled job: back to queued, attempts reset
+        (``InvalidTransition`` otherwise). The store calls it ``requeue_job``."""
+        return await self._store().requeue_job(job_id)
 
     async def cancel(self, job_id: int) -> Job:
         """Cancel a job: a queued or retrying job becomes ``cancelled`` at once; a running one

@@ -89,7 +89,7 @@ class Control:
         await self._pauses.run_once()
 
     def new_work(self) -> None:
-        """Jobs became claimable (a manual retry): wake the intake and the scheduler."""
+        """Jobs became claimable (an operator's requeue): wake the intake and the scheduler."""
         self._wakeups.new_work()
 
     def outbox_requeued(self) -> None:

@@ -158,7 +158,7 @@ class JobPool:
             except trio.WouldBlock:  # a reload lowered concurrency since the read
                 has_slot = False
             self.jobs.add(active)
-            self._counters.inc("claimed")
+            self._counters.inc("jobs_claimed")
             self._nursery.start_soon(self._run_one, active, has_slot, name=f"job-{job.id}")
 
     async def _run_one(self, active: ActiveJob, has_slot: bool) -> None:
@@ -184,8 +184,8 @@ class JobPool:
             )
             applied = await self._finisher.submit(finish, active.entry, job)
             if finish is not None and not applied:
-                self._counters.inc("stale_rejections")
-                self._log.warning("finish_rejected_stale", job_id=active.claimed.id,
+                self._counters.inc("stale_finishes")
+                self._log.warning("stale_finish_rejected", job_id=active.claimed.id,
                                   fence=active.claimed.fence)
         finally:
             self.jobs.remove(active)

@@ -20,14 +20,14 @@ DURATION_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 
 #: Counter names (``counters.Counters``) exported as Prometheus counters: name -> help
 EXPORTED_COUNTERS: dict[str, tuple[str, str]] = {
-    "stale_rejections": ("gochatd_stale_fence_rejections", "Finishes refused for a stale fence"),
+    "stale_finishes": ("gochatd_stale_finishes", "Finishes refused for a stale fence"),
     "redis_errors": ("gochatd_redis_errors", "Redis operations that failed"),
     "store_errors": ("gochatd_store_errors", "Database operations that failed"),
     "sweep_redispatched": ("gochatd_sweep_redispatched", "Jobs re-dispatched by the sweep"),
-    "reaped_leases": ("gochatd_reaped_leases", "Expired leases taken back by the reaper"),
-    "malformed_entries": ("gochatd_malformed_stream_entries", "Stream entries dropped as malformed"),
-    "reclaimed_entries": ("gochatd_reclaimed_stream_entries", "Entries taken over with XAUTOCLAIM"),
-    "claimed": ("gochatd_jobs_claimed", "Jobs claimed by this worker"),
+    "leases_reaped": ("gochatd_leases_reaped", "Expired leases taken back by the reaper"),
+    "malformed_stream_entries": ("gochatd_malformed_stream_entries", "Stream entries dropped as malformed"),
+    "reclaimed_stream_entries": ("gochatd_reclaimed_stream_entries", "Entries taken over with XAUTOCLAIM"),
+    "jobs_claimed": ("gochatd_jobs_claimed", "Jobs claimed by this worker"),
     "periodic_enqueued": ("gochatd_periodic_enqueued", "Periodic slots this worker enqueued"),
     "periodic_skipped": ("gochatd_periodic_skipped", "Missed periodic slots skipped (catch_up: skip)"),
 }

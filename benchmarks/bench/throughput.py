@@ -83,7 +83,7 @@ async def run_throughput(opts: BenchOptions, backend: str, report: Report,
                 idle = list(tracker.latencies_ms)
                 figures.update(summary_ms(idle, "idle_latency"))
                 figures["idle_latency_mean_ms"] = sum(idle) / len(idle)
-                figures["stale_rejections"] = worker.counters["stale_rejections"]
+                figures["stale_finishes"] = worker.counters["stale_finishes"]
                 if profile and opts.profile_path:
                     async def fill() -> int:
                         await bulk_enqueue(worker.client, n)

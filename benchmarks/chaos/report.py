@@ -18,12 +18,12 @@ class ScenarioResult:
     faults: dict[str, int] = field(default_factory=dict)
     lost: int | None = None
     stale_commits_accepted: int | None = None
-    stale_rejections: int = 0
+    stale_finishes: int = 0
     duplicate_executions: int | None = None
     duplicate_reasons: dict[str, int] = field(default_factory=dict)
     overlapping_executions: int | None = None
     fence_gaps: dict[str, int] = field(default_factory=dict)
-    reaped_leases: int = 0
+    leases_reaped: int = 0
     recovery_s: float | None = None
     recovery_mean_s: float | None = None
     stranded_jobs: int = 0
@@ -49,10 +49,10 @@ COLUMNS: list[tuple[str, str]] = [
     ("faults", "faults"),
     ("lost", "lost"),
     ("stale acc", "stale_commits_accepted"),
-    ("stale rej", "stale_rejections"),
+    ("stale rej", "stale_finishes"),
     ("dup exec", "duplicate_executions"),
     ("overlap", "overlapping_executions"),
-    ("reaped", "reaped_leases"),
+    ("reaped", "leases_reaped"),
     ("recovery s", "recovery_s"),
     ("reap s", "stranded_reaped_max_s"),
     ("rerun s", "stranded_rerun_max_s"),

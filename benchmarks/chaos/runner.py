@@ -131,8 +131,8 @@ def _judge(result: ScenarioResult, ctx: Context, timing: Timing) -> None:
         ctx.notes["max_overlap_s"] = figures["max_overlap_s"]
     if figures.get("effects_repeated"):
         ctx.notes["side_effects_repeated"] = figures["effects_repeated"]
-    result.stale_rejections = len(fleet.events("finish_rejected_stale"))
-    result.reaped_leases = sum(
+    result.stale_finishes = len(fleet.events("stale_finish_rejected"))
+    result.leases_reaped = sum(
         1 for t in snap.transitions if t.cause == "lease_expired")
     rec = recovery(snap, ctx.faults)
     result.recovery_s = rec.get("recovery_s")

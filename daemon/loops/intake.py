@@ -121,7 +121,7 @@ class Intake:
         with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
             stranded = await streams.autoclaim(self._queues.intake, self.config.lease_s, free)
             if stranded:
-                self._counters.inc("reclaimed_entries", len(stranded))
+                self._counters.inc("reclaimed_stream_entries", len(stranded))
                 return IntakeResult(await self.accept_entries(streams, stranded))
         return IntakeResult(0)
 
@@ -179,8 +179,8 @@ class Intake:
         for entry in entries:
             ref = entry.parse()
             if ref is None:
-                self._counters.inc("malformed_entries")
-                self._log.warning("stream_entry_malformed", stream=entry.stream,
+                self._counters.inc("malformed_stream_entries")
+                self._log.warning("malformed_stream_entry_dropped", stream=entry.stream,
                                   entry_id=entry.entry_id, fields=sorted(entry.fields)[:8])
                 drop.append(entry)
                 continue

@@ -82,7 +82,7 @@ class Reaper:
         if window is not None and reaped.count < BATCH:
             window.complete()
         if reaped.count:
-            self._counters.inc("reaped_leases", reaped.count)
+            self._counters.inc("leases_reaped", reaped.count)
             self._log.warning("leases_reaped", retried=[r.job_id for r in result.retried][:20],
                               dead=result.dead[:20])
             self._wakeups.new_work()

@@ -79,7 +79,7 @@ class Scheduler:
             refs = await self._store.dispatch_due_jobs(self._queues.queues, DISPATCH_BATCH)
             if refs:
                 await self._streams.publish(refs)
-                self._counters.inc("scheduled_dispatches", len(refs))
+                self._counters.inc("due_jobs_dispatched", len(refs))
             return len(refs)
         return 0
 

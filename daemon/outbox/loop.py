@@ -153,7 +153,7 @@ class OutboxSender:
     async def _reap(self) -> int:
         ids = await self._store.reap_outbox_leases(self.config.max_attempts, REAP_BATCH)
         if ids:
-            self._counters.inc("outbox_reaped", len(ids))
+            self._counters.inc("outbox_leases_reaped", len(ids))
             self._log.warning("outbox_leases_reaped", outbox_ids=ids[:20], count=len(ids))
         return len(ids)
 

@@ -234,9 +234,9 @@ class RoutedStore(RoutedOutbox):
         jobs.sort(key=lambda j: j.id)  # each database pages by ascending id
         return jobs[:flt.limit]
 
-    async def retry_job(self, job_id: int) -> Job:
+    async def requeue_job(self, job_id: int) -> Job:
         job = await self._owner_of(job_id)
-        return await self._for_tenant(job.tenant_id, lambda s: s.retry_job(job_id))
+        return await self._for_tenant(job.tenant_id, lambda s: s.requeue_job(job_id))
 
     async def cancel_job(self, job_id: int) -> Job:
         job = await self._owner_of(job_id)
@@ -266,8 +266,8 @@ class RoutedStore(RoutedOutbox):
     async def count_prunable_jobs(self, status: JobStatus, older_than_s: float) -> int:
         return sum(await self._each(lambda s: s.count_prunable_jobs(status, older_than_s)))
 
-    async def retry_dead_jobs(self, flt: JobFilter) -> list[int]:
-        return concat(await self._each(lambda s: s.retry_dead_jobs(flt)))
+    async def requeue_dead_jobs(self, flt: JobFilter) -> list[int]:
+        return concat(await self._each(lambda s: s.requeue_dead_jobs(flt)))
 
     async def queue_stats(self) -> list[QueueStats]:
         parts = concat(await self._each(lambda s: s.queue_stats()))

@@ -237,8 +237,8 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         )
         return [self._job(r) for r in rows]
 
-    async def retry_job(self, job_id: int) -> Job:
-        rows = await self._write("retry_job", {"id": job_id})
+    async def requeue_job(self, job_id: int) -> Job:
+        rows = await self._write("requeue_job", {"id": job_id})
         if rows:
             return self._job(rows[0])
         raise await self._transition_error(job_id, "retry", "dead or cancelled")
@@ -261,9 +261,9 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         rows = await self._read("count_jobs_by_status", {})
         return {JobStatus(r[0]): int(r[1]) for r in rows}
 
-    async def retry_dead_jobs(self, flt: JobFilter) -> list[int]:
+    async def requeue_dead_jobs(self, flt: JobFilter) -> list[int]:
         rows = await self._write(
-            "retry_dead_jobs",
+            "requeue_dead_jobs",
             {"queue": flt.queue, "tenant_id": flt.tenant_id, "job_type": flt.job_type,
              "limit": flt.limit},
         )

@@ -237,7 +237,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
 ORDER BY id
 LIMIT %(limit)s;
 
--- name: retry_job
+-- name: requeue_job
 UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
@@ -289,8 +289,8 @@ WHERE status IN ('queued', 'retrying', 'running', 'dead')
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 GROUP BY queue;
 
--- name: retry_dead_jobs
--- Bulk manual retry of dead jobs matching a filter; returns the ids moved to queued.
+-- name: requeue_dead_jobs
+-- Bulk requeue (an operator's retry) of dead jobs matching a filter; returns the ids moved to queued.
 WITH picked AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status = 'dead'

@@ -189,7 +189,7 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY id
 LIMIT :limit;
 
--- name: retry_job
+-- name: requeue_job
 UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
@@ -236,7 +236,7 @@ WHERE status IN ('queued', 'retrying', 'running', 'dead')
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 GROUP BY queue;
 
--- name: retry_dead_jobs
+-- name: requeue_dead_jobs
 UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)

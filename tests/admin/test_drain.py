@@ -38,7 +38,7 @@ async def test_drain_under_load_then_resume(stack: Stack) -> None:
 
         drain = await admin.post("/v1/drain")
         assert drain["draining"] is True and drain["exit_when_drained"] is False
-        claimed_at_drain = drain["counters"]["claimed"]
+        claimed_at_drain = drain["counters"]["jobs_claimed"]
         assert concurrency <= claimed_at_drain <= total
         not_ready = await admin.http.get("/readyz")
         assert not_ready.status_code == 503
@@ -49,7 +49,7 @@ async def test_drain_under_load_then_resume(stack: Stack) -> None:
                                           what="in-flight jobs finished")
         assert drained["in_flight"] == 0
         # ... at most the claim already under way when the drain came lands on top.
-        claimed = drained["counters"]["claimed"]
+        claimed = drained["counters"]["jobs_claimed"]
         assert claimed_at_drain <= claimed <= claimed_at_drain + concurrency
         jobs_now = await _statuses(admin, ids)
         finished = {i for i, j in jobs_now.items() if j["status"] == "completed"}
@@ -59,7 +59,7 @@ async def test_drain_under_load_then_resume(stack: Stack) -> None:
 
         async def nothing_new_starts() -> bool:
             status = await admin.status()
-            if status["counters"]["claimed"] != claimed or status["in_flight"] != 0:
+            if status["counters"]["jobs_claimed"] != claimed or status["in_flight"] != 0:
                 return False
             queued = (await admin.queues())["default"]["queued"]
             return bool(queued == total - claimed)
@@ -74,7 +74,7 @@ async def test_drain_under_load_then_resume(stack: Stack) -> None:
         for job_id in ids:
             done = await admin.wait_job(job_id, "completed", timeout_s=10)
             assert done["attempts"] == 1  # nothing was interrupted and run twice
-        assert (await admin.status())["counters"]["claimed"] == total
+        assert (await admin.status())["counters"]["jobs_claimed"] == total
 
 
 def test_drain_with_exit_stops_the_daemon_once_drained(

@@ -17,8 +17,8 @@ MARKER = "zebra-PAYLOAD-7f3a9c"
 REQUIRED = (
     "gochatd_jobs_finished_total", "gochatd_job_duration_seconds", "gochatd_claim_latency_seconds",
     "gochatd_queue_depth", "gochatd_queue_oldest_due_age_seconds", "gochatd_in_flight",
-    "gochatd_stale_fence_rejections_total", "gochatd_dispatch_mode", "gochatd_redis_errors_total",
-    "gochatd_sweep_redispatched_total", "gochatd_reaped_leases_total",
+    "gochatd_stale_finishes_total", "gochatd_dispatch_mode", "gochatd_redis_errors_total",
+    "gochatd_sweep_redispatched_total", "gochatd_leases_reaped_total",
 )
 #: The only label names the exporter may use; none of them can hold a job id or a payload.
 LABEL_NAMES = {"queue", "job_type", "outcome", "state", "mode", "le",
@@ -99,8 +99,8 @@ async def test_metrics_parse_agree_with_the_store_and_leak_nothing(
         assert value(found, "gochatd_in_flight") == 1
         for mode in ("streams", "polling", "starting", "stopped"):
             assert value(found, "gochatd_dispatch_mode", mode=mode) == (mode == stack.mode)
-        for counter in ("gochatd_stale_fence_rejections_total", "gochatd_redis_errors_total",
-                        "gochatd_sweep_redispatched_total", "gochatd_reaped_leases_total"):
+        for counter in ("gochatd_stale_finishes_total", "gochatd_redis_errors_total",
+                        "gochatd_sweep_redispatched_total", "gochatd_leases_reaped_total"):
             assert value(found, counter) == 0
 
         # Queue depth: every (queue, state) the store reports, and nothing else.

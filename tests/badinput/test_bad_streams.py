@@ -256,7 +256,7 @@ async def test_hostile_stream_entries(pg_clean: str, redis_url: str) -> None:
         keys = sorted({key for key, _ in entries})
         await wait_until(lambda: _stream_settled(redis_url, keys), timeout_s=20,
                          what="every entry delivered and acked")
-        await wait_for(lambda: worker.counters["malformed_entries"] == len(MALFORMED),
+        await wait_for(lambda: worker.counters["malformed_stream_entries"] == len(MALFORMED),
                        what=f"{len(MALFORMED)} malformed entries counted")
         after_jobs = await all_jobs(store)
         counters = dict(worker.counters)
@@ -264,7 +264,7 @@ async def test_hostile_stream_entries(pg_clean: str, redis_url: str) -> None:
 
     # Exactly the malformed entries were counted as malformed, and the worker never left
     # streams mode or saw an error of its own.
-    assert counters["malformed_entries"] == len(MALFORMED), counters
+    assert counters["malformed_stream_entries"] == len(MALFORMED), counters
     assert mode == "streams"
     assert counters.get("redis_errors", 0) == 0 and counters.get("store_errors", 0) == 0, counters
     # Every target ran once, as its row says.

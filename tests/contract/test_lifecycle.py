@@ -291,7 +291,7 @@ async def _dead_job(store: JobStore) -> Job:
 
 async def test_retry_job_requeues_dead_and_cancelled(store: JobStore) -> None:
     dead = await _dead_job(store)
-    retried = await store.retry_job(dead.id)
+    retried = await store.requeue_job(dead.id)
     assert_edge(dead.status, retried.status)
     assert retried.status is JobStatus.QUEUED
     assert retried.attempts == 0 and retried.failed_at is None
@@ -302,7 +302,7 @@ async def test_retry_job_requeues_dead_and_cancelled(store: JobStore) -> None:
 
     cancelled = await store.cancel_job((await enqueue(store, "c")).id)
     assert cancelled.status is JobStatus.CANCELLED
-    requeued = await store.retry_job(cancelled.id)
+    requeued = await store.requeue_job(cancelled.id)
     assert_edge(cancelled.status, requeued.status)
     assert (requeued.status, requeued.attempts) == (JobStatus.QUEUED, 0)
     assert requeued.cancel_requested is False
@@ -322,10 +322,10 @@ async def test_retry_job_rejects_other_statuses(store: JobStore) -> None:
     for job in (queued, running, done, retrying):
         before = await store.get_job(job.id)
         with pytest.raises(InvalidTransition):
-            await store.retry_job(job.id)
+            await store.requeue_job(job.id)
         assert await store.get_job(job.id) == before
     with pytest.raises(JobNotFound):
-        await store.retry_job(987_654)
+        await store.requeue_job(987_654)
 
 
 async def test_cancel_waiting_jobs(store: JobStore) -> None:

@@ -158,12 +158,12 @@ async def _check_leases_and_finishes(store: JobStore, mine: Rows, other: Rows) -
         mine.running.id}
     assert other.dead is not None and mine.dead is not None
     with pytest.raises(JobNotFound):
-        await store.retry_job(other.dead.id)
+        await store.requeue_job(other.dead.id)
     with pytest.raises(JobNotFound):
         await store.cancel_job(other.queued[1].id)
     with pytest.raises(JobNotFound):
         await store.cancel_job(other.running.id)
-    assert await store.retry_dead_jobs(JobFilter(limit=100)) == [mine.dead.id]
+    assert await store.requeue_dead_jobs(JobFilter(limit=100)) == [mine.dead.id]
     assert await store.count_prunable_jobs(JobStatus.COMPLETED, 0.0) == 1
     assert await store.prune_finished_jobs(JobStatus.COMPLETED, 0.0, 100) == 1
 

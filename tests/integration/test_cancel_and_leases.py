@@ -99,7 +99,7 @@ async def test_lost_lease_cancels_the_handler_and_writes_nothing(
     assert row.completed_at is None and row.failed_at is None
     assert row.attempts == 1
     # Nothing was even attempted: a lost lease produces no finish at all.
-    assert counters.get("stale_rejections", 0) == 0
+    assert counters.get("stale_finishes", 0) == 0
     assert counters.get("finished_completed", 0) == 1  # the marker only
 
 
@@ -119,7 +119,7 @@ async def test_finish_after_the_lease_was_taken_is_rejected(
         await sql(backend_url, "UPDATE background_jobs SET fence = fence + 1 WHERE id = %s",
                   (job.id,))
         tracker.release_all()
-        await wait_for(lambda: run.worker.counters["stale_rejections"] == 1, timeout_s=5,
+        await wait_for(lambda: run.worker.counters["stale_finishes"] == 1, timeout_s=5,
                        what="a stale rejection")
         row = await store.get_job(job.id)
         counters = dict(run.worker.counters)

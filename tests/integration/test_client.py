@@ -65,7 +65,7 @@ async def test_enqueue_many_is_dispatched_by_the_client_and_runs(
     assert set(tracker.executions.values()) == {1}
     # Every entry came from the client's one XADD call: nothing was left for the scheduler
     # or the sweep to dispatch.
-    assert counters.get("scheduled_dispatches", 0) == 0
+    assert counters.get("due_jobs_dispatched", 0) == 0
     assert counters.get("sweep_redispatched", 0) == 0
 
 

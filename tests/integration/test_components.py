@@ -29,10 +29,10 @@ async def test_the_reaper_reports_what_it_reaped(store: JobStore, backend_url: s
                     worker_id="test")
     result = await reaper.run_once()
     assert (result.retried, result.dead, result.count) == (1, 0, 1)
-    assert counters["reaped_leases"] == 1
+    assert counters["leases_reaped"] == 1
     assert await wakeups.intake.wait(0) and await wakeups.schedule.wait(0)
     again = await reaper.run_once()
-    assert again.count == 0 and counters["reaped_leases"] == 1
+    assert again.count == 0 and counters["leases_reaped"] == 1
     assert not await wakeups.intake.wait(0)
 
 

@@ -46,7 +46,7 @@ async def test_foreign_insert_starts_within_a_second(
         far_job = await store.get_job(far)
         if with_redis:
             # Each went through the scheduler's XADD (canary + 3), none through the sweep.
-            await wait_for(lambda: run.worker.counters["scheduled_dispatches"] >= 4,
+            await wait_for(lambda: run.worker.counters["due_jobs_dispatched"] >= 4,
                            what="4 scheduled dispatches")
         counters = dict(run.worker.counters)
 

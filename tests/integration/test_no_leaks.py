@@ -40,7 +40,7 @@ async def test_stop_under_load_leaks_nothing(pg_clean: str, redis_url: str) -> N
         assert any(name.startswith("gochatd-pg") for name in names)
         assert any(name.startswith("gochatd-redis-read") for name in names)
         # running_worker's exit requests the stop while handlers are in flight
-    assert worker.counters["stale_rejections"] == 0
+    assert worker.counters["stale_finishes"] == 0
     assert _count_trio_tasks() == trio_before
 
     async def threads_ended() -> bool:

@@ -45,7 +45,7 @@ async def _fill_then_run(backend_url: str, redis: str, *, strict: bool) -> list[
     if redis:
         # Delivered by the streams (read from id 0), not re-dispatched by the database.
         assert counters.get("sweep_redispatched", 0) == 0
-        assert counters.get("scheduled_dispatches", 0) == 0
+        assert counters.get("due_jobs_dispatched", 0) == 0
     assert all(j.attempts == 1 for j in jobs.values())
     # Claims in one instant (one transaction) are ordered by the claim itself: high first.
     return sorted(jobs.values(), key=lambda j: (_at(j), -WEIGHTS[j.queue], j.id))

@@ -45,7 +45,7 @@ async def test_delayed_jobs_start_on_time(
         jobs = await wait_all_status(run.worker.store, ids, JobStatus.COMPLETED, timeout_s=15)
         if with_redis:
             # They went through the scheduler's XADD, not the sweep.
-            await wait_for(lambda: run.worker.counters["scheduled_dispatches"] >= 20,
+            await wait_for(lambda: run.worker.counters["due_jobs_dispatched"] >= 20,
                            what="20 scheduled dispatches")
         counters = dict(run.worker.counters)
 

@@ -74,7 +74,7 @@ async def test_malformed_entries_are_acked_counted_and_survived(
         await redis_call(redis_url, _xadd_all(MALFORMED + NO_SUCH_JOB))
         after = [(await run.worker.client.enqueue("test:count", {"n": i})).id for i in range(5)]
         jobs = await wait_all_status(run.worker.store, before + after, JobStatus.COMPLETED)
-        await wait_for(lambda: run.worker.counters["malformed_entries"] == len(MALFORMED),
+        await wait_for(lambda: run.worker.counters["malformed_stream_entries"] == len(MALFORMED),
                        what="every malformed entry counted")
         # Duplicates of finished jobs are acked without running anything again.
         await redis_call(redis_url, _xadd_all([{"job_id": str(i)} for i in before]))
@@ -94,7 +94,7 @@ async def test_malformed_entries_are_acked_counted_and_survived(
         assert run.worker.mode.value == "streams"
         last = await run.worker.client.enqueue("test:count", {"n": "last"})
         await wait_for_status(run.worker.store, last.id, JobStatus.COMPLETED)
-        malformed = run.worker.counters["malformed_entries"]
+        malformed = run.worker.counters["malformed_stream_entries"]
 
     assert malformed == len(MALFORMED)
     assert all(tracker.executions[i] == 1 for i in before + after + [last.id])
@@ -121,8 +121,8 @@ async def test_entries_added_before_the_group_exists_are_consumed(
         assert await pending_count(redis_url) == 0
 
     assert counters.get("sweep_redispatched", 0) == 0
-    assert counters.get("scheduled_dispatches", 0) == 0
-    assert counters.get("claimed", 0) == 5
+    assert counters.get("due_jobs_dispatched", 0) == 0
+    assert counters.get("jobs_claimed", 0) == 5
 
 
 @pytest.mark.parametrize("how", ["xadd-fails", "foreign-row"])
@@ -212,6 +212,6 @@ async def test_entry_stranded_in_a_dead_consumers_pel_is_reclaimed(
         await wait_until(ghost_clear, what="the ghost's PEL emptied")
         assert await pending_count(redis_url) == 0
 
-    assert counters.get("reclaimed_entries", 0) >= 1
+    assert counters.get("reclaimed_stream_entries", 0) >= 1
     assert counters.get("sweep_redispatched", 0) == 0
     assert done.attempts == 1 and done.fence == 1

@@ -81,11 +81,11 @@ def pg_partition(ctx: Context) -> None:
         ctx.healed(fault)
     ctx.wait_done()
     try:
-        ctx.wait(lambda: ctx.fleet.events("finish_rejected_stale", 0), timeout_s=10,
+        ctx.wait(lambda: ctx.fleet.events("stale_finish_rejected", 0), timeout_s=10,
                  what="w0's late completions rejected")
     except AssertionError as exc:
         ctx.check(False, f"w0's late completions never reached the database: {exc}")
-    ctx.notes["w0_late_commits_rejected"] = len(ctx.fleet.events("finish_rejected_stale", 0))
+    ctx.notes["w0_late_commits_rejected"] = len(ctx.fleet.events("stale_finish_rejected", 0))
     ctx.note_proxy(before, [listener])
     ctx.probe_maintenance()
 
