@@ -15,173 +15,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 import anyio
 
+from gochatd.config_fields import DEFAULTS
 from gochatd.dispatch.redis_streams import RedisStreams
-from gochatd.errors import ConfigError, DispatchUnavailable, InvalidJob
+from gochatd.errors import ConfigError, DispatchUnavailable
 from gochatd.group_commit import GroupCommit
 from gochatd.logs import get_logger
 from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
-from gochatd.new_job import NewJob, as_new_job
-from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
+from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
+from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
-DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20
 DISPATCH_RETRY_S = 5.0
-#: The most items one ``enqueue_many`` call takes (one INSERT); split larger batches.
-MAX_BATCH = 10_000
-_FIELD_MESSAGE = re.compile(r"^(\w+): ")
-#: canonical_json's form, refusing NaN and Infinity (not JSON) in the same pass. Built once:
-#: json.dumps with options builds a new encoder on every call.
-_STRICT_CANONICAL = json.JSONEncoder(
-    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-)
-
-
-def validate_enqueue(
-    job_type: str,
-    payload: Any,
-    *,
-    queue: str | None,
-    tenant_id: str,
-    idempotency_key: str | None,
-    scheduled_at: datetime | None,
-    delay_s: float | None,
-    max_attempts: int | None,
-    priority: int,
-    traceparent: str | None,
-    max_payload_bytes: int,
-    dispatch_now: bool = False,
-) -> EnqueueRequest:
-    """Refuse bad input before anything is written. Every message names the field."""
-    if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
-        raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
-    # Left out: a handler imported in this process decides, else the store fills in what a
-    # daemon published for the type, else "default" and 25 (docs/job-types.md).
-    spec = REGISTRY.get(job_type)
-    queue = queue or (spec.queue if spec else None)
-    if queue is not None and (not isinstance(queue, str) or not QUEUE_RE.match(queue)):
-        raise InvalidJob("queue: expected 1-64 letters, digits, '_' or '-'")
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, dict):
-        raise InvalidJob("payload: expected a JSON object")
-    try:
-        encoded = _STRICT_CANONICAL.encode(payload)
-        json.loads(encoded)
-        size = len(encoded.encode("utf-8"))  # lone surrogates are not text
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidJob(f"payload: not JSON-serialisable ({type(exc).__name__})") from None
-    if size > max_payload_bytes:
-        raise InvalidJob(f"payload: {size} bytes is over the limit of {max_payload_bytes}")
-    if "\x00" in encoded or "\\u0000" in encoded:
-        raise InvalidJob("payload: NUL characters are not allowed")
-    if not isinstance(tenant_id, str) or not 1 <= len(tenant_id) <= 200 or not _is_text(tenant_id):
-        raise InvalidJob("tenant_id: expected 1-200 characters of text")
-    if idempotency_key is not None and (
-        not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 512
-        or not _is_text(idempotency_key)
-    ):
-        raise InvalidJob("idempotency_key: expected 1-512 characters of text")
-    if scheduled_at is not None and delay_s is not None:
-        raise InvalidJob("give either scheduled_at or delay_s, not both")
-    if scheduled_at is not None and scheduled_at.tzinfo is None:
-        raise InvalidJob("scheduled_at: needs a time zone (for example 2026-01-01T00:00:00Z)")
-    if scheduled_at is not None:
-        try:
-            scheduled_at.astimezone(UTC)
-        except OverflowError:
-            raise InvalidJob("scheduled_at: expected a time between the years 1 and 9999 "
-                             "in UTC") from None
-    if delay_s is not None and (not math.isfinite(delay_s) or not 0 <= delay_s <= 10 * 365 * 86400):
-        raise InvalidJob("delay_s: expected 0 to 10 years in seconds")
-    attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else None)
-    if attempts is not None and (
-        isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 1000
-    ):
-        raise InvalidJob("max_attempts: expected an integer in 1..1000")
-    if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
-        raise InvalidJob("priority: expected an integer in -1000..1000")
-    if traceparent is not None and not _TRACEPARENT.match(traceparent):
-        raise InvalidJob("traceparent: expected a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>)")
-    return EnqueueRequest(
-        job_type=job_type,
-        payload=payload,
-        queue=queue,
-        tenant_id=tenant_id,
-        idempotency_key=idempotency_key,
-        delay_s=delay_s,
-        scheduled_at=scheduled_at,
-        max_attempts=attempts,
-        priority=priority,
-        traceparent=traceparent,
-        dispatch_now=dispatch_now,
-    )
-
-
-def validate_batch(
-    items: Sequence[NewJob | Mapping[str, Any]], max_payload_bytes: int,
-    dispatch_now: bool = False,
-) -> list[EnqueueRequest]:
-    """Validate every item before anything is written; the first bad one is refused with its
-    index and field (``requests[3].queue: …``)."""
-    if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-        raise InvalidJob("requests: expected a list of jobs")
-    if len(items) > MAX_BATCH:
-        raise InvalidJob(f"requests: {len(items)} jobs is over the limit of {MAX_BATCH} per call")
-    requests = []
-    for index, item in enumerate(items):
-        new = as_new_job(item, index)
-        try:
-            requests.append(validate_enqueue(
-                new.job_type, new.payload, queue=new.queue, tenant_id=new.tenant_id,
-                idempotency_key=new.idempotency_key, scheduled_at=new.scheduled_at,
-                delay_s=new.delay_s, max_attempts=new.max_attempts, priority=new.priority,
-                traceparent=new.traceparent, max_payload_bytes=max_payload_bytes,
-                dispatch_now=dispatch_now,
-            ))
-        except InvalidJob as exc:
-            message = str(exc)
-            if _FIELD_MESSAGE.match(message):
-                raise InvalidJob(f"requests[{index}].{message}") from None
-            raise InvalidJob(f"requests[{index}]: {message}") from None
-    return requests
-
-
-def validate_filter(flt: JobFilter) -> JobFilter:
-    """A listing's filters, by the rules enqueue applies to the same fields: a value no job
-    can have is refused rather than matched against nothing."""
-    if flt.queue is not None and (not isinstance(flt.queue, str) or not QUEUE_RE.match(flt.queue)):
-        raise InvalidJob("queue: expected 1-64 letters, digits, '_' or '-'")
-    if flt.tenant_id is not None and (
-        not isinstance(flt.tenant_id, str) or not 1 <= len(flt.tenant_id) <= 200
-        or not _is_text(flt.tenant_id)
-    ):
-        raise InvalidJob("tenant_id: expected 1-200 characters of text")
-    if flt.job_type is not None and (
-        not isinstance(flt.job_type, str) or not JOB_TYPE_RE.match(flt.job_type)
-        or len(flt.job_type) > 200
-    ):
-        raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
-    return flt
-
-
-def _is_text(value: str) -> bool:
-    """Encodable as UTF-8 (no lone surrogates, which undecodable argv bytes become)."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 class Client:
@@ -202,9 +53,9 @@ class Client:
         *,
         store: JobStore | None = None,
         streams: RedisStreams | None = None,
-        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
-        stream_prefix: str = "gochat:jobs",
-        consumer_group: str = "gochat-workers",
+        max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
+        stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
+        consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
         on_enqueued: Callable[[Job], None] | None = None,
     ) -> None:
         if store is None and database_url is None:
@@ -235,7 +86,7 @@ class Client:
         if self.streams is None and self._redis_url:
             streams = RedisStreams(
                 self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
-                consumer="client", maxlen=100_000, block_s=1.0,
+                consumer="client", maxlen=DEFAULTS["worker_redis_stream_maxlen"], block_s=1.0,
             )
             await streams.open()
             self._owned.push_async_callback(streams.close)
@@ -384,3 +235,6 @@ class _Publisher:
 
 def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:
     return dataclasses.replace(request, dispatch_now=True)
+
+
+__all__ = ["MAX_BATCH", "Client", "validate_batch", "validate_enqueue", "validate_filter"]

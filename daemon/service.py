@@ -37,7 +37,6 @@ bound ran out). A third cancels the root (exit 1).
 from __future__ import annotations
 
 import contextlib
-import signal
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
@@ -80,6 +79,7 @@ from gochatd.reload import Reloader
 from gochatd.retry import Backoff
 from gochatd.runner import RunPolicy
 from gochatd.sdnotify import Notifier
+from gochatd.signals import watch_signals
 from gochatd.store import RoutingStore, open_routed_store
 from gochatd.store.presence import require_schema, sqlite_file
 from gochatd.store.startup import open_until_connected
@@ -347,7 +347,7 @@ class Worker:
             async with trio.open_nursery() as root:
                 self.lifecycle.bind_root(root.cancel_scope)
                 if handle_signals:
-                    root.start_soon(self._watch_signals)
+                    root.start_soon(watch_signals, self.lifecycle, self.reloader)
                 for loop in self._root_loops():
                     await root.start(loop)
                 await self._start_servers(root)
@@ -396,12 +396,3 @@ class Worker:
         from gochatd.gateway.server import serve_gateway
 
         await serve_gateway(self.control, self._admin_shutdown.wait, task_status=task_status)
-
-    async def _watch_signals(self) -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
-            async for signum in signals:
-                if signum == signal.SIGHUP:
-                    self.reloader.reload()
-                else:
-                    self.lifecycle.request_stop(force=self.lifecycle.stopping)
-

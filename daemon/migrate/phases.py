@@ -173,16 +173,34 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
         raise MigrateError(f"{move.label}: no migration in progress: run 'gochatd migrate "
                            "start' first")
     if route.state is RouteState.DESTINATION:
-        ctx.say(f"{move.label}: already cut over")
-        previous = ctx.state.get(move.scopes[0][0], CUTOVER, ctx.destination_label)
-        if previous is None:
-            return {"route": move.key}
-        if previous.status == RUNNING:  # it stopped in its last barrier: finish that
-            previous.report["fleet_destination"] = wait_for_fleet(
-                ctx.source, route.version, ctx.ack_timeout_s).to_dict()
-            _put(ctx, move, CUTOVER, DONE, previous.report)
-        return previous.report
-    if route.state is RouteState.TRACKING:
+        return _already_cut_over(ctx, move, route.version)
+    since = _delta_since(ctx, move, route.state, validated)
+    url = route_url(ctx.destination.endpoint)
+    prepare_source(ctx.source)  # a start from before they existed
+    frozen_at = time.monotonic()
+    report = _freeze_and_check(ctx, move, url, since)
+    return _switch_to_destination(ctx, move, url, report, window_s=window_s,
+                                  frozen_at=frozen_at)
+
+
+def _already_cut_over(ctx: Context, move: Move, version: int) -> dict[str, Any]:
+    """A re-run after the route reached ``destination``: the recorded report."""
+    ctx.say(f"{move.label}: already cut over")
+    previous = ctx.state.get(move.scopes[0][0], CUTOVER, ctx.destination_label)
+    if previous is None:
+        return {"route": move.key}
+    if previous.status == RUNNING:  # it stopped in its last barrier: finish that
+        previous.report["fleet_destination"] = wait_for_fleet(
+            ctx.source, version, ctx.ack_timeout_s).to_dict()
+        _put(ctx, move, CUTOVER, DONE, previous.report)
+    return previous.report
+
+
+def _delta_since(ctx: Context, move: Move, state: RouteState,
+                 validated: dict[str, dict[str, Any]] | None) -> dict[str, int]:
+    """Each scope's watermark of its last validation: the frozen window's delta check only
+    looks at what changed after it."""
+    if state is RouteState.TRACKING:
         # Validate first, while writes still flow: the frozen window then only has to
         # check what changed since (the delta check), however big the tenant is.
         checks = validated if validated is not None else validate_move(ctx, move)
@@ -191,14 +209,17 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
             scope, name, keys = found
             raise CutoverBlocked(f"{move.label}: cutover blocked: {_scope_label(scope)} {name} "
                                  f"differs at keys {keys}; the route stays tracking", checks)
-        since = {scope: int(check["watermark"]) for scope, check in checks.items()}
-    else:  # resuming a cutover that stopped while frozen
-        recorded = _recorded_watermarks(ctx, move)
-        since = recorded if recorded is not None else {
-            scope: int(check["watermark"]) for scope, check in validate_move(ctx, move).items()}
-    url = route_url(ctx.destination.endpoint)
-    prepare_source(ctx.source)  # a start from before they existed
-    frozen_at = time.monotonic()
+        return {scope: int(check["watermark"]) for scope, check in checks.items()}
+    # resuming a cutover that stopped while frozen
+    recorded = _recorded_watermarks(ctx, move)
+    return recorded if recorded is not None else {
+        scope: int(check["watermark"]) for scope, check in validate_move(ctx, move).items()}
+
+
+def _freeze_and_check(ctx: Context, move: Move, url: str,
+                      since: dict[str, int]) -> dict[str, Any]:
+    """Freeze the route, wait for the fleet, catch up a last time and check every row changed
+    since ``since``; a difference puts the route back to tracking (``CutoverBlocked``)."""
     version = set_route(ctx.source, move.key, url, RouteState.FROZEN)
     report: dict[str, Any] = {"route": move.key, "frozen_version": version}
     _put(ctx, move, CUTOVER, RUNNING, report)
@@ -222,6 +243,13 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
         raise CutoverBlocked(
             f"{move.label}: cutover blocked: {_scope_label(scope)} {name} differs at keys "
             f"{keys}; the route is back to tracking", deltas)
+    return report
+
+
+def _switch_to_destination(ctx: Context, move: Move, url: str, report: dict[str, Any], *,
+                           window_s: float, frozen_at: float) -> dict[str, Any]:
+    """Record the destination's watermark, route to it with the source's read-only window,
+    and wait for the fleet."""
     report["destination_watermark"] = safe_horizon(ctx.destination,
                                                    timeout_s=ctx.horizon_timeout_s)
     if move.key != EVERY_TENANT:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.config import DEFAULT_QUEUE_WEIGHTS, FIELDS, load_settings
+from gochatd.config import DEFAULT_QUEUE_WEIGHTS, FIELDS, FIELDS_BY_KEY, load_settings
 from gochatd.errors import ConfigError
 
 
@@ -121,3 +121,27 @@ def test_diff_separates_reloadable_from_restart() -> None:
     reload, restart = a.diff(b)
     assert set(reload) == {"worker.concurrency", "worker.queues", "worker.priority_aging_s"}
     assert restart == ["worker.lease_s"]
+
+
+def test_every_default_is_written_once_in_fields() -> None:
+    """Settings and Client take their defaults from FIELDS: one attribute per key, in the
+    table's order, each with the table's default, and no list or mapping shared."""
+    import dataclasses
+    import inspect
+
+    from gochatd.client import Client
+    from gochatd.config import DEFAULTS, Settings
+
+    names = [f.name for f in dataclasses.fields(Settings)]
+    assert names == [spec.attr for spec in FIELDS] + ["sources", "config_file"]
+    first, second = Settings(), Settings()
+    for spec in FIELDS:
+        assert getattr(first, spec.attr) == spec.default == DEFAULTS[spec.attr], spec.key
+        if isinstance(spec.default, dict | list):
+            assert getattr(first, spec.attr) is not spec.default, spec.key
+            assert getattr(first, spec.attr) is not getattr(second, spec.attr), spec.key
+    assert load_settings(env={}, config_file=None) == first
+    params = inspect.signature(Client).parameters
+    assert params["max_payload_bytes"].default == FIELDS_BY_KEY["worker.max_payload_bytes"].default
+    assert params["stream_prefix"].default == FIELDS_BY_KEY["worker.redis.stream_prefix"].default
+    assert params["consumer_group"].default == FIELDS_BY_KEY["worker.redis.consumer_group"].default

@@ -1,0 +1,90 @@
+"""``gochatd enqueue``: one job, printed as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gochatd.client import Client
+from gochatd.commands.common import (
+    UsageError,
+    print_json,
+    public,
+    run_async,
+    settings_from,
+    with_client,
+)
+from gochatd.logs import configure_logging
+from gochatd.model import Job
+from gochatd.registry import REGISTRY
+from gochatd.validation import validate_enqueue
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    configure_logging("warning", "json")
+    payload = _load_payload(args.payload)
+    fields: dict[str, Any] = {
+        "queue": args.queue, "tenant_id": args.tenant, "idempotency_key": args.idempotency_key,
+        "delay_s": args.delay, "scheduled_at": args.at, "max_attempts": args.max_attempts,
+        "priority": args.priority, "traceparent": args.traceparent,
+    }
+    # Bad input is named before any database is looked for.
+    validate_enqueue(args.job_type, payload, **fields,
+                     max_payload_bytes=settings.worker_max_payload_bytes)
+
+    async def run(client: Client) -> int:
+        job = await client.enqueue(args.job_type, payload, **fields)
+        print_json(public(job))
+        await _warn_if_unpublished(client, job)
+        return 0
+
+    return run_async(lambda: with_client(settings, run))
+
+
+def _load_payload(text: str) -> dict[str, Any]:
+    if text.startswith("@"):
+        try:
+            text = Path(text[1:]).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--payload: cannot read {text[1:]!r}: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"--payload: {text[1:]!r} is not UTF-8 text") from None
+    try:
+        payload = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--payload: not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except RecursionError:
+        raise UsageError("--payload: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer longer than Python converts
+        raise UsageError(f"--payload: not usable JSON ({str(exc)[:80]})") from None
+    if not isinstance(payload, dict):
+        raise UsageError(f"--payload: must be a JSON object, got {_json_kind(payload)}")
+    return payload
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
+
+
+async def _warn_if_unpublished(client: Client, job: Job) -> None:
+    """A type no daemon has published (docs/job-types.md): not an error, but say where the
+    job went, since no daemon may serve that queue or know the type (a typo?)."""
+    assert client.store is not None
+    if REGISTRY.get(job.job_type) is not None:
+        return
+    if any(t.job_type == job.job_type for t in await client.store.list_job_types()):
+        return
+    sys.stderr.write(
+        f"gochatd: warning: no daemon has published job type {job.job_type!r} yet, so the "
+        f"job went to queue {job.queue!r} with max_attempts {job.max_attempts}; start a "
+        "daemon that has its handler once, or pass --queue and --max-attempts\n")

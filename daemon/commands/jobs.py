@@ -1,0 +1,78 @@
+"""``gochatd jobs list|show|retry|cancel|prune``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from gochatd.client import Client
+from gochatd.commands.common import print_json, public, run_async, settings_from, with_client
+from gochatd.config import Settings
+from gochatd.logs import configure_logging
+from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
+from gochatd.model import Job, JobFilter, JobStatus
+from gochatd.validation import validate_filter
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    configure_logging("warning", "json")
+
+    flt = None
+    if args.jobs_command == "list":  # refused before any database is opened
+        flt = validate_filter(JobFilter(
+            status=JobStatus(args.status) if args.status else None, queue=args.queue,
+            tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
+            after_id=args.after_id,
+        ))
+
+    async def run(client: Client) -> int:
+        if flt is not None:
+            jobs = await client.list_jobs(flt)
+            if args.json:
+                print_json([public(j) for j in jobs])
+            else:
+                _print_table(jobs)
+            return 0
+        if args.jobs_command == "show":
+            return await _show(client, args.id, as_json=args.json)
+        if args.jobs_command == "prune":
+            return await _prune(client, settings, dry_run=args.dry_run)
+        job = await (client.retry(args.id) if args.jobs_command == "retry" else client.cancel(args.id))
+        print_json(public(job))
+        return 0
+
+    return run_async(lambda: with_client(settings, run))
+
+
+async def _show(client: Client, job_id: int, *, as_json: bool) -> int:
+    job = await client.get_job(job_id)
+    if job is None:
+        from gochatd.errors import JobNotFound
+
+        raise JobNotFound(job_id)
+    if as_json:
+        print_json(public(job))
+    else:
+        for key, value in public(job).items():
+            print(f"{key:18} {json.dumps(value) if isinstance(value, dict) else value}")
+    return 0
+
+
+async def _prune(client: Client, settings: Settings, *, dry_run: bool) -> int:
+    """Prints ``{"dry_run": …, "completed": n, "dead": n, "cancelled": n}`` (classes kept
+    forever are left out)."""
+    assert client.store is not None
+    policy = RetentionPolicy.from_settings(settings)
+    counts = await (count_prunable(client.store, policy) if dry_run
+                    else prune_once(client.store, policy))
+    print_json({"dry_run": dry_run, **{status.value: n for status, n in counts.items()}})
+    return 0
+
+
+def _print_table(jobs: Sequence[Job]) -> None:
+    print(f"{'ID':>8}  {'STATUS':10} {'QUEUE':14} {'TENANT':12} {'ATT':>7}  JOB TYPE")
+    for j in jobs:
+        attempts = f"{j.attempts}/{j.max_attempts}"
+        print(f"{j.id:>8}  {j.status:10} {j.queue:14} {j.tenant_id[:12]:12} {attempts:>7}  {j.job_type}")
