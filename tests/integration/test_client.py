@@ -15,6 +15,7 @@ import gochatd
 from gochatd.client import MAX_BATCH
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import (
+    ConfigError,
     DispatchUnavailable,
     IdempotencyConflict,
     InvalidJob,
@@ -181,7 +182,7 @@ async def test_xadd_failure_never_fails_enqueue_many_and_the_sweep_heals(
 
 
 async def test_client_without_database_url_is_refused() -> None:
-    with pytest.raises(InvalidJob, match="database_url"):
+    with pytest.raises(ConfigError, match="database_url"):
         gochatd.Client()
     client = gochatd.Client("sqlite:///unused.db")
     with pytest.raises(RuntimeError, match="async with"):
