@@ -30,11 +30,12 @@ from benchmarks.bench.queries import bench_queries
 from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import scratch_database
 from benchmarks.bench.stats import percentile
-from gochatd.migrate.backends import Database, parse_endpoint, sqlite_path
+from gochatd.migrate.backends import Database, parse_endpoint
 from gochatd.migrate.route_control import prepare_source, set_route
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore, open_store
 from gochatd.store.route_table import RouteState
+from gochatd.store.sqlite import sqlite_url_path
 
 VARIANTS = ("untracked", "shipped", "tracking")
 DIALECTS = ("sqlite", "postgres")
@@ -96,7 +97,7 @@ def _prepare(url: str, variant: str) -> None:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute(script.encode())
         else:
-            lite = sqlite3.connect(sqlite_path(url))
+            lite = sqlite3.connect(sqlite_url_path(url))
             try:
                 lite.executescript(script)
             finally:

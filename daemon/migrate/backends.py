@@ -27,6 +27,7 @@ from gochatd.migrate.canonical import Row, decode_row, utc_to_epoch
 from gochatd.migrate.tables import Table
 from gochatd.redact import mask_url
 from gochatd.store.queries import load_queries
+from gochatd.store.sqlite import sqlite_url_path
 
 _SQLITE_BUSY_MS = 5000
 _PG_MAX_PARAMS = 65_535
@@ -79,7 +80,7 @@ def parse_endpoint(role: str, url: str) -> Endpoint:
                                         info.get("dbname", ""))
         return Endpoint(role, url, "postgres", identity)
     if url.startswith("sqlite://"):
-        path = sqlite_path(url)
+        path = sqlite_url_path(url)
         if not path or path == ":memory:":
             raise MigrateError(f"--{_flag(role)}: sqlite:/// needs a file path")
         return Endpoint(role, url, "sqlite", "sqlite:" + os.path.realpath(path))
@@ -88,11 +89,6 @@ def parse_endpoint(role: str, url: str) -> Endpoint:
 
 def _flag(role: str) -> str:
     return "from" if role == "source" else "to"
-
-
-def sqlite_path(url: str) -> str:
-    rest = url[len("sqlite://"):]
-    return rest[1:] if rest.startswith("/") else rest  # same rule as SqliteStore.from_url
 
 
 class Database:
@@ -108,7 +104,7 @@ class Database:
 
     def exists(self) -> bool:
         """False only for a SQLite file that is not there yet."""
-        return self.dialect == "postgres" or Path(sqlite_path(self.endpoint.url)).exists()
+        return self.dialect == "postgres" or Path(sqlite_url_path(self.endpoint.url)).exists()
 
     def connect(self) -> None:
         if self._pg is not None or self._lite is not None:
@@ -120,7 +116,7 @@ class Database:
             except psycopg.Error as exc:
                 raise MigrateError(f"{where}: {_short(exc)}") from None
             return
-        path = sqlite_path(self.endpoint.url)
+        path = sqlite_url_path(self.endpoint.url)
         if not Path(path).exists():
             raise MigrateError(f"{where}: no such file: {Path(path).absolute()}")
         try:

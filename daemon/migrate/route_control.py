@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from gochatd.migrate.backends import Database, Endpoint, query, sqlite_path
+from gochatd.migrate.backends import Database, Endpoint, query
 from gochatd.migrate.canonical import epoch_to_utc
 from gochatd.store.route_table import EVERY_TENANT, RouteState
+from gochatd.store.sqlite import sqlite_url_path
 
 #: A daemon that acknowledged within this many seconds counts as live (it re-acks every 5).
 LIVE_S = 15.0
@@ -64,7 +65,7 @@ def route_url(destination: Endpoint) -> str:
     """What a route stores: no password (the daemons get it from PGPASSWORD or .pgpass,
     libpq's own places), and a SQLite path made absolute so every daemon finds the file."""
     if destination.dialect == "sqlite":
-        return "sqlite:///" + str(Path(sqlite_path(destination.url)).resolve())
+        return "sqlite:///" + str(Path(sqlite_url_path(destination.url)).resolve())
     parts = urlsplit(destination.url)
     if parts.password is None:
         return destination.url

@@ -12,6 +12,7 @@ from gochatd.errors import UserError
 from gochatd.redact import mask_url
 from gochatd.store.base import JobStore
 from gochatd.store.queries import load_migrations
+from gochatd.store.sqlite import sqlite_url_path
 
 
 class NoDatabase(UserError):
@@ -23,8 +24,7 @@ def sqlite_file(database_url: str) -> Path | None:
     working directory, ``sqlite:////abs.db`` absolute); None for PostgreSQL or ``:memory:``."""
     if not database_url.startswith("sqlite://"):
         return None
-    rest = database_url[len("sqlite://"):]
-    rest = rest[1:] if rest.startswith("/") else rest  # the rule of SqliteStore.from_url
+    rest = sqlite_url_path(database_url)
     if not rest or rest == ":memory:":
         return None
     return Path(rest).absolute()

@@ -50,6 +50,14 @@ _DATA_VERSION_POLL_S = 0.05
 _MOVED_MARK = "rows were moved to another database"
 
 
+def sqlite_url_path(url: str) -> str:
+    """The file a ``sqlite:`` URL names, as written: ``sqlite:///rel.db`` -> ``rel.db``
+    (relative to the working directory), ``sqlite:////abs.db`` -> ``/abs.db``; empty when
+    it names none. The one rule every part of gochatd reads such a URL by."""
+    rest = url[len("sqlite://"):]
+    return rest[1:] if rest.startswith("/") else rest
+
+
 class SqliteStore(SqlJobStore):
     dialect = "sqlite"
     has_notifications = True
@@ -65,9 +73,7 @@ class SqliteStore(SqlJobStore):
 
     @classmethod
     def from_url(cls, url: str) -> SqliteStore:
-        rest = url[len("sqlite://"):]
-        if rest.startswith("/"):
-            rest = rest[1:]  # sqlite:///rel.db -> rel.db, sqlite:////abs.db -> /abs.db
+        rest = sqlite_url_path(url)
         if not rest:
             raise ConfigError("database_url: sqlite:/// needs a file path")
         return cls(rest if rest == ":memory:" else str(Path(rest)))
