@@ -20,7 +20,7 @@ from psycopg import Connection
 from gochatd.model import EnqueueRequest, Job
 from gochatd.store.enqueue_many import pg_enqueue_many, sqlite_enqueue_params
 from gochatd.store.queries import load_queries
-from gochatd.store.rows import epoch_to_datetime
+from gochatd.store.rows import database_time
 
 PG = load_queries("postgres")
 SQLITE = load_queries("sqlite")
@@ -60,20 +60,11 @@ class SqlPeriodicOps:
 
     async def database_now(self) -> datetime:
         rows = await self._read("database_now", {})
-        return _as_datetime(rows[0][0])
+        return database_time(rows[0][0])
 
     async def periodic_slots(self) -> dict[str, datetime]:
         rows = await self._read("list_periodic_slots", {})
-        return {str(r[0]): _as_datetime(r[1]) for r in rows}
-
-
-def _as_datetime(value: Any) -> datetime:
-    """PostgreSQL hands back timestamptz; SQLite stores epoch seconds."""
-    if isinstance(value, datetime):
-        return value
-    moment = epoch_to_datetime(float(value))
-    assert moment is not None
-    return moment
+        return {str(r[0]): database_time(r[1]) for r in rows}
 
 
 def pg_claim_periodic_slot(

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Protocol
 
 from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
-from gochatd.store.rows import epoch_to_datetime
+from gochatd.store.rows import database_time
 
 
 class JobTypeStore(Protocol):
@@ -54,17 +53,9 @@ class SqlJobTypeOps:
         return [
             PublishedJobType(
                 job_type=str(r[0]), queue=str(r[1]), max_attempts=int(r[2]),
-                timeout_s=None if r[3] is None else float(r[3]), updated_at=_as_time(r[4]),
+                timeout_s=None if r[3] is None else float(r[3]), updated_at=database_time(r[4]),
                 published_by=str(r[5]),
             )
             for r in rows
         ]
 
-
-def _as_time(value: Any) -> datetime:
-    """PostgreSQL hands back timestamptz; SQLite stores epoch seconds."""
-    if isinstance(value, datetime):
-        return value
-    moment = epoch_to_datetime(float(value))
-    assert moment is not None
-    return moment

@@ -41,6 +41,16 @@ def epoch_to_datetime(value: float | None) -> datetime | None:
         return TIME_MAX if value > 0 else TIME_MIN
 
 
+def database_time(value: Any) -> datetime:
+    """A time column as either backend hands it back: PostgreSQL's timestamptz as is,
+    SQLite's epoch seconds converted."""
+    if isinstance(value, datetime):
+        return value
+    moment = epoch_to_datetime(float(value))
+    assert moment is not None
+    return moment
+
+
 def decode_payload(raw: Any) -> dict[str, Any]:
     if isinstance(raw, str | bytes):
         try:
