@@ -33,9 +33,10 @@ from gochatd.migrate.live_commands import (
     print_routes,
 )
 from gochatd.migrate.report import Report
-from gochatd.migrate.schema import check_source, latest_version
+from gochatd.migrate.schema import check_source
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.validate import validate_scope
+from gochatd.store.queries import latest_version
 
 EXIT_DIFFERENT = 3
 

@@ -8,9 +8,10 @@ import sys
 
 from gochatd.migrate.backends import Database, MigrateError
 from gochatd.migrate.report import Report, write_report
-from gochatd.migrate.schema import check_destination, check_source, latest_version, upgrade
+from gochatd.migrate.schema import check_destination, check_source, upgrade
 from gochatd.migrate.state import DatabaseStateStore, MemoryStateStore, StateStore
 from gochatd.migrate.tables import GLOBAL_SCOPE, GLOBAL_TABLES, TENANT_TABLES, Table
+from gochatd.store.queries import latest_version
 
 GLOBAL_NOTE = ("queue pauses and periodic slots are fleet-wide, not per tenant: "
                "they move with --all only")

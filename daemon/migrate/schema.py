@@ -10,11 +10,7 @@ import trio
 
 from gochatd.migrate.backends import Database, MigrateError
 from gochatd.store import open_store
-from gochatd.store.queries import load_migrations
-
-
-def latest_version(dialect: str) -> int:
-    return max(m.version for m in load_migrations(dialect))
+from gochatd.store.queries import latest_version
 
 
 def upgrade(db: Database) -> list[str]:

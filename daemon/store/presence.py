@@ -11,7 +11,7 @@ from pathlib import Path
 from gochatd.errors import UserError
 from gochatd.redact import mask_url
 from gochatd.store.base import JobStore
-from gochatd.store.queries import load_migrations
+from gochatd.store.queries import latest_version
 from gochatd.store.sqlite import sqlite_url_path
 
 
@@ -58,7 +58,7 @@ async def require_schema(store: JobStore, database_url: str, fix: str | None = N
     if current == 0:
         what = "database at" if store.dialect == "sqlite" else "schema in"
         raise NoDatabase(f"no gochatd {what} {where(database_url)}; {fix}")
-    latest = max(m.version for m in load_migrations(store.dialect))
+    latest = latest_version(store.dialect)
     if current < latest:
         raise NoDatabase(f"the database schema at {where(database_url)} is at version "
                          f"{current}, gochatd needs {latest}; {fix}")

@@ -79,3 +79,8 @@ def load_migrations(dialect: str) -> tuple[Migration, ...]:
         if match:
             found.append(Migration(int(match.group(1)), match.group(2), entry.read_text("utf-8")))
     return tuple(sorted(found, key=lambda m: m.version))
+
+
+def latest_version(dialect: str) -> int:
+    """The schema version this release needs: its newest migration's number."""
+    return max(m.version for m in load_migrations(dialect))
