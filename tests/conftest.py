@@ -22,6 +22,15 @@ from tests.support.redis_server import RedisServer
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
 
+UNTRACK_SQL = "; ".join(
+    [f"DROP TRIGGER IF EXISTS {table}_track_change ON {table}" for table in (
+        "background_jobs", "reply_outbox", "gochatd_queue_pauses", "gochatd_periodic_slots")]
+    + [f"DROP TRIGGER IF EXISTS gochatd_guard_moved ON {table}" for table in (
+        "background_jobs", "reply_outbox", "gochatd_queue_pauses", "gochatd_periodic_slots")]
+    + ["DROP INDEX IF EXISTS background_jobs_changes_idx, reply_outbox_changes_idx",
+       "DELETE FROM gochatd_change_tracking"]).encode()
+
+
 def _with_db(dsn: str, dbname: str) -> str:
     base, _, _ = dsn.rpartition("/")
     return f"{base}/{dbname}"
@@ -67,6 +76,9 @@ def pg_clean(pg_migrated: str) -> str:
             " gochatd_job_types"
             " RESTART IDENTITY"
         )
+        # A database that never took part in a move: what `gochatd migrate start` installs
+        # (tests/migrate run it on this database) goes again.
+        conn.execute(UNTRACK_SQL)
     return pg_migrated
 
 

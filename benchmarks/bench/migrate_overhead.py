@@ -1,32 +1,30 @@
-"""What the change tracking of migration 0007 adds to an enqueue, on SQLite and PostgreSQL.
+"""What the change tracking of a move (migrations 0007, 0010) adds to an enqueue, on SQLite
+and PostgreSQL.
 
-Three scratch databases per backend, each at the latest schema and written only through
-the store (``open_store``, what the daemon and ``Client`` use underneath):
+Two scratch databases per backend, each at the latest schema and written only through the
+store (``open_store``, what the daemon and ``Client`` use underneath):
 
-- ``untracked``: the 0007 triggers dropped (``bench_migrate_untracked``): the baseline;
-- ``shipped``: the triggers as shipped, no route (every database pays this);
-- ``tracking``: the triggers, the read-only guard and catch-up index ``migrate start`` installs, and the
-  enqueuing tenant's route in state ``tracking`` (a migration in progress; set with the
-  migrator's own ``prepare_source`` and ``set_route``).
+- ``shipped``: as migrated, no tracking (every database that never moved a tenant): the
+  baseline;
+- ``tracking``: the numbering triggers, the read-only guard and catch-up index
+  ``migrate start`` installs, and the enqueuing tenant's route in state ``tracking`` (a
+  migration in progress; set with the migrator's own ``prepare_source`` and ``set_route``).
 
 ``migrate_rounds`` rounds; in each, every variant (in a rotated order) takes
 ``migrate_samples`` sequential single-job enqueues, each timed, then ``migrate_batches``
 ``enqueue_many`` calls of ``migrate_batch`` jobs. A variant's p50/p99 is the median over
-rounds of each round's p50/p99; deltas compare a variant's medians with ``untracked``."""
+rounds of each round's p50/p99; deltas compare ``tracking``'s medians with ``shipped``."""
 
 from __future__ import annotations
 
-import sqlite3
 import statistics
 import time
 from contextlib import AsyncExitStack
 from typing import Any
 
-import psycopg
 import trio
 
 from benchmarks.bench.options import BenchOptions
-from benchmarks.bench.queries import bench_queries
 from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import scratch_database
 from benchmarks.bench.stats import percentile
@@ -35,9 +33,8 @@ from gochatd.migrate.route_control import prepare_source, set_route
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore, open_store
 from gochatd.store.route_table import RouteState
-from gochatd.store.sqlite import sqlite_url_path
 
-VARIANTS = ("untracked", "shipped", "tracking")
+VARIANTS = ("shipped", "tracking")
 DIALECTS = ("sqlite", "postgres")
 TENANT = "acme"
 WARM_UP = 20
@@ -74,7 +71,7 @@ async def _measure(opts: BenchOptions, dialect: str) -> dict[str, Any]:
         singles: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
         batches: dict[str, list[float]] = {v: [] for v in VARIANTS}
         for round_no in range(sizes.migrate_rounds):
-            order = VARIANTS[round_no % 3:] + VARIANTS[:round_no % 3]
+            order = VARIANTS[round_no % 2:] + VARIANTS[:round_no % 2]
             for variant in order:
                 store = stores[variant]
                 singles[variant].append(await _singles(store, sizes.migrate_samples))
@@ -89,23 +86,10 @@ async def _measure(opts: BenchOptions, dialect: str) -> dict[str, Any]:
 
 
 def _prepare(url: str, variant: str) -> None:
-    if variant == "untracked":
-        script = bench_queries("postgres" if url.startswith("postgres") else "sqlite")[
-            "bench_migrate_untracked"]
-        if url.startswith("postgres"):
-            # No parameters: psycopg sends the script as one simple query.
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(script.encode())
-        else:
-            lite = sqlite3.connect(sqlite_url_path(url))
-            try:
-                lite.executescript(script)
-            finally:
-                lite.close()
-    elif variant == "tracking":
+    if variant == "tracking":
         db = Database(parse_endpoint("source", url))
         try:
-            prepare_source(db)  # as `migrate start` does: guard and catch-up index from now on
+            prepare_source(db)  # as `migrate start` does: numbering, guard, catch-up index
             set_route(db, TENANT, "postgresql://bench-destination/gochatd", RouteState.TRACKING)
         finally:
             db.close()
@@ -153,18 +137,18 @@ def _figures(dialect: str, singles: dict[str, list[tuple[float, float]]],
         out[f"{name}_batch_us_per_job"] = out[f"{name}_batch_ms"] * 1000 / batch_size
         out[f"{name}_rounds_p50_p99_us"] = [[round(a, 1), round(b, 1)]
                                             for a, b in singles[variant]]
-    base = f"{dialect}_untracked"
+    base = f"{dialect}_shipped"
     per_round = len(batches[VARIANTS[0]]) // len(singles[VARIANTS[0]])
     for variant in VARIANTS[1:]:
         name = f"{dialect}_{variant}"
         # Paired: the variants of one round ran back to back, so a drift of the machine's
         # load between rounds cancels out of these.
         out[f"{name}_p50_paired_delta_us"] = statistics.median(
-            mine[0] - theirs[0] for mine, theirs in zip(singles[variant], singles["untracked"],
+            mine[0] - theirs[0] for mine, theirs in zip(singles[variant], singles["shipped"],
                                                          strict=True))
         out[f"{name}_batch_paired_delta_pct"] = statistics.median(
             (statistics.median(batches[variant][at:at + per_round])
-             / statistics.median(batches["untracked"][at:at + per_round]) - 1) * 100
+             / statistics.median(batches["shipped"][at:at + per_round]) - 1) * 100
             for at in range(0, len(batches[variant]), per_round))
         for what in ("p50_us", "p99_us", "batch_us_per_job"):
             delta = out[f"{name}_{what}"] - out[f"{base}_{what}"]

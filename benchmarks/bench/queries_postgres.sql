@@ -41,18 +41,3 @@ SELECT txid_current();
 -- name: bench_vacuum
 -- What autovacuum would do, now: so that every measured backlog starts from the same state.
 VACUUM (ANALYZE) background_jobs;
-
--- name: bench_migrate_untracked
--- The baseline the tracking cost is measured against: the 0007 trigger (numbering and
--- read-only guard) removed from a scratch database. Run as a script.
-DROP TRIGGER background_jobs_track_change ON background_jobs;
-DROP TRIGGER reply_outbox_track_change ON reply_outbox;
-DROP TRIGGER gochatd_queue_pauses_track_change ON gochatd_queue_pauses;
-DROP TRIGGER gochatd_periodic_slots_track_change ON gochatd_periodic_slots;
-
--- ---------------------------------------------------------------------------------------
--- Per-tenant concurrency (tenants.<id>.max_running). Used only when some tenant has a limit;
--- without limits the claims above run unchanged. A claim that involves limited tenants takes
--- each one's advisory transaction lock (sorted, so two claimers never deadlock), then caps
--- the tenant's claims at max_running minus its running jobs: claims of one limited tenant
--- are serialised fleet-wide, and the count each sees includes every earlier claim.

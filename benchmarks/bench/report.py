@@ -97,8 +97,6 @@ ROWS: tuple[Row, ...] = (
     Row("migrate_frozen", "migrate SQLite -> PG: cutover, writes frozen", "report",
         "migrate.cutover_frozen_ms", "ms", None, "migrate"),
     *(row for dialect, shown in (("sqlite", "SQLite"), ("postgres", "PG")) for row in (
-        Row(f"tracking_{dialect}_p50", f"tracking cost, {shown} enqueue p50 (triggers, no route)",
-            "report", f"migrate.{dialect}_shipped_p50_delta_us", "us", None, "migrate"),
         Row(f"tracking_{dialect}_p50_route", f"tracking cost, {shown} enqueue p50 (tracking)",
             "report", f"migrate.{dialect}_tracking_p50_delta_us", "us", None, "migrate"),
         Row(f"tracking_{dialect}_p99_route", f"tracking cost, {shown} enqueue p99 (tracking)",

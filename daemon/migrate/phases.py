@@ -6,9 +6,10 @@ and validate run per scope (copy.py, catch_up.py, validate.py); these phases cha
 route, so they run per move. Each records its progress in the StateStore under every scope
 of the move and can be re-run after a crash at any point:
 
-- start: the route goes to ``tracking``, the source watermark is recorded (the first re-run
-  keeps it), then the fleet barrier. Writes are tracked by the database's triggers whatever
-  the route says, so none is untracked while the barrier forms.
+- start: change tracking is installed in both databases (a database that never took part in
+  a move runs without it), the route goes to ``tracking``, the source watermark is recorded
+  (the first re-run keeps it), then the fleet barrier. Writes are tracked by the database's
+  triggers whatever the route says, so none is untracked while the barrier forms.
 - cutover: ``frozen`` (daemons hold the tenant's writes; the source refuses them), barrier,
   final catch-up, a row-by-row check of everything changed since the last validation, the
   destination's own watermark, then ``destination`` with a read-only window for the source.
@@ -33,6 +34,7 @@ from gochatd.migrate.route_control import (
     destination_writes_after,
     get_route,
     prepare_source,
+    prepare_tracking,
     route_url,
     separate_job_ids,
     set_route,
@@ -106,6 +108,8 @@ def start(ctx: Context, move: Move) -> dict[str, Any]:
     fresh = route is None or route.state is RouteState.SOURCE
     for installed in prepare_source(ctx.source):
         ctx.say(f"installed in the source: {installed}")
+    for installed in prepare_tracking(ctx.destination):
+        ctx.say(f"installed in the destination: {installed}")
     version = set_route(ctx.source, move.key, route_url(ctx.destination.endpoint),
                         RouteState.TRACKING)
     known = [w for w in (start_watermark(ctx, s) for s, _ in move.scopes) if w is not None]
@@ -177,6 +181,7 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
     since = _delta_since(ctx, move, route.state, validated)
     url = route_url(ctx.destination.endpoint)
     prepare_source(ctx.source)  # a start from before they existed
+    prepare_tracking(ctx.destination)
     frozen_at = time.monotonic()
     report = _freeze_and_check(ctx, move, url, since)
     return _switch_to_destination(ctx, move, url, report, window_s=window_s,

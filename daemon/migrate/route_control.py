@@ -87,11 +87,21 @@ def list_routes(source: Database) -> list[RouteRow]:
     return [_row(r) for r in source.fetch(query(source.dialect, "route_list"))]
 
 
+def prepare_tracking(database: Database) -> list[str]:
+    """Change tracking (migrations 0007, 0010), in the source and the destination of a move:
+    catch-up reads the source's numbers, rollback the destination's. It costs every write,
+    so a database that never takes part in a move runs without it."""
+    if database.fetch(query(database.dialect, "change_tracking_installed"))[0][0]:
+        return []
+    database.execute_script(query(database.dialect, "install_change_tracking"))
+    return ["change tracking"]
+
+
 def prepare_source(source: Database) -> list[str]:
-    """What only a move needs in the source, installed by the first ``start``: the read-only
-    guard of moved tenants and the catch-up index. Both cost every write, so a database
-    that never moves anything has neither. Returns what was installed now."""
-    done = []
+    """What only a move needs in the source, installed by the first ``start``: change
+    tracking, the read-only guard of moved tenants and the catch-up index. Each costs every
+    write, so a database that never moves anything has none. Returns what was installed now."""
+    done = prepare_tracking(source)
     if not source.fetch(query(source.dialect, "route_guard_installed"))[0][0]:
         source.execute_script(query(source.dialect, "install_route_guard"))
         done.append("the read-only guard of moved tenants")

@@ -8,7 +8,6 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import sql
 from psycopg.abc import AdaptContext, Buffer
 from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
@@ -36,15 +35,15 @@ from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
 from gochatd.store.enqueue_many import pg_enqueue_many
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
-from gochatd.store.queries import load_migrations, load_queries
+from gochatd.store.queries import load_queries
 from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import pg_claim_limited
+from gochatd.store.upgrade import upgrade_postgres
 
 Q = load_queries("postgres")
 T = TypeVar("T")
 NOTIFY_CHANNEL = "gochatd_jobs"
-_MIGRATION_LOCK = 0x6F636861  # pg_advisory_xact_lock key shared by every gochatd
 
 
 #: psycopg's own (C, when available) text loader for timestamptz.
@@ -243,29 +242,7 @@ class PostgresStore(SqlJobStore):
     # -- schema ----------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
-        def _migrate(conn: psycopg.Connection[Any]) -> list[str]:
-            applied: list[str] = []
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS gochatd_schema_migrations ("
-                    " version integer PRIMARY KEY, name text NOT NULL,"
-                    " applied_at timestamptz NOT NULL DEFAULT now())"
-                )
-                done = {row[0] for row in conn.execute(
-                    "SELECT version FROM gochatd_schema_migrations").fetchall()}
-                for migration in load_migrations("postgres"):
-                    if migration.version in done:
-                        continue
-                    conn.execute(sql.SQL(migration.up_sql))
-                    conn.execute(
-                        "INSERT INTO gochatd_schema_migrations (version, name) VALUES (%s, %s)",
-                        (migration.version, migration.name),
-                    )
-                    applied.append(f"{migration.version:04d}_{migration.name}")
-            return applied
-
-        return await self._call(_migrate)
+        return await self._call(upgrade_postgres)
 
     async def schema_version(self) -> int:
         def _version(conn: psycopg.Connection[Any]) -> int:
@@ -396,3 +373,4 @@ class PostgresStore(SqlJobStore):
             return await self._listener.wait(timeout_s)
         except ConnectionError as exc:
             raise StoreUnavailable(str(exc)) from None
+

@@ -37,10 +37,11 @@ from gochatd.model import (
 from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, sqlite_claim_periodic_slot
 from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_params
-from gochatd.store.queries import load_migrations, load_queries
+from gochatd.store.queries import load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import sqlite_claim_limited
+from gochatd.store.upgrade import upgrade_sqlite
 
 Q = load_queries("sqlite")
 T = TypeVar("T")
@@ -172,33 +173,7 @@ class SqliteStore(SqlJobStore):
         await self._pool.close()
 
     async def migrate(self) -> list[str]:
-        def _migrate(conn: sqlite3.Connection) -> list[str]:
-            applied: list[str] = []
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS gochatd_schema_migrations ("
-                    " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                    " applied_at REAL NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0))"
-                )
-                done = {r[0] for r in conn.execute("SELECT version FROM gochatd_schema_migrations")}
-                for migration in load_migrations("sqlite"):
-                    if migration.version in done:
-                        continue
-                    for statement in _split_statements(migration.up_sql):
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO gochatd_schema_migrations (version, name) VALUES (?, ?)",
-                        (migration.version, migration.name),
-                    )
-                    applied.append(f"{migration.version:04d}_{migration.name}")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return applied
-
-        return await self._run(_migrate)
+        return await self._run(upgrade_sqlite)
 
     async def schema_version(self) -> int:
         def _version(conn: sqlite3.Connection) -> int:
@@ -357,18 +332,3 @@ def _constraint(exc: sqlite3.IntegrityError) -> str:
     if "NOT NULL constraint failed" in text:
         return "not-null " + text.rsplit(":", 1)[-1].strip()
     return "constraint"
-
-
-def _split_statements(script: str) -> list[str]:
-    """Split a migration into statements; sqlite3.complete_statement handles quoting."""
-    statements, buf = [], ""
-    for line in script.splitlines(keepends=True):
-        if not buf and line.strip().startswith("--"):
-            continue
-        buf += line
-        if sqlite3.complete_statement(buf):
-            statements.append(buf.strip())
-            buf = ""
-    if buf.strip():
-        statements.append(buf.strip())
-    return statements

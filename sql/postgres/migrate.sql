@@ -215,3 +215,33 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS background_jobs_changes_idx
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reply_outbox_changes_idx
     ON reply_outbox (tenant_id, change_seq)
 
+
+-- name: change_tracking_marked
+-- The database took part in a move (0010): an upgrade keeps its change tracking.
+SELECT count(*) > 0 FROM gochatd_change_tracking
+
+-- name: change_tracking_installed
+SELECT count(*) >= 4 FROM pg_trigger
+WHERE tgname IN ('background_jobs_track_change', 'reply_outbox_track_change',
+                 'gochatd_queue_pauses_track_change', 'gochatd_periodic_slots_track_change')
+  AND NOT tgisinternal
+
+-- name: install_change_tracking
+-- Change tracking (function in 0007; off until a move, 0010), installed by the first
+-- `migrate start` in the source and the destination, and by `gochatd db upgrade` in a
+-- database marked here. Each CREATE waits for the table's writers in progress.
+SET lock_timeout = '10s';
+INSERT INTO gochatd_change_tracking (id) VALUES (1) ON CONFLICT (id) DO NOTHING;
+CREATE OR REPLACE TRIGGER background_jobs_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON background_jobs
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
+CREATE OR REPLACE TRIGGER reply_outbox_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON reply_outbox
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
+CREATE OR REPLACE TRIGGER gochatd_queue_pauses_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON gochatd_queue_pauses
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('fleet');
+CREATE OR REPLACE TRIGGER gochatd_periodic_slots_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON gochatd_periodic_slots
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('fleet');
+RESET lock_timeout

@@ -253,3 +253,145 @@ END;
 -- Catch-up reads one tenant's changes above a watermark.
 CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
 CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq)
+
+-- name: change_tracking_marked
+-- The database took part in a move (0010): an upgrade keeps its change tracking.
+SELECT count(*) > 0 FROM gochatd_change_tracking
+
+-- name: change_tracking_installed
+-- Five triggers per table (see install_change_tracking); the mark is written last.
+SELECT count(*) >= 20 FROM sqlite_master WHERE type = 'trigger' AND name GLOB '*_change_*'
+
+-- name: install_change_tracking
+-- Change tracking (0007; off until a move, 0010), installed by the first `migrate start` in
+-- the source and the destination, and by `gochatd db upgrade` in a database marked here.
+-- See 0007 for the two ways a write is numbered. The mark goes last.
+-- background_jobs
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_insert AFTER INSERT ON background_jobs
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE background_jobs SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_update AFTER UPDATE ON background_jobs
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE background_jobs SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_numbered_insert AFTER INSERT ON background_jobs
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_numbered_update AFTER UPDATE ON background_jobs
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS background_jobs_change_delete AFTER DELETE ON background_jobs
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'background_jobs', OLD.tenant_id,
+            CAST(OLD.id AS TEXT));
+END;
+-- reply_outbox
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_insert AFTER INSERT ON reply_outbox
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE reply_outbox SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_update AFTER UPDATE ON reply_outbox
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE reply_outbox SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_numbered_insert AFTER INSERT ON reply_outbox
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_numbered_update AFTER UPDATE ON reply_outbox
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS reply_outbox_change_delete AFTER DELETE ON reply_outbox
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'reply_outbox', OLD.tenant_id,
+            CAST(OLD.id AS TEXT));
+END;
+-- gochatd_queue_pauses
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_insert AFTER INSERT ON gochatd_queue_pauses
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_queue_pauses SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE queue = NEW.queue;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_update AFTER UPDATE ON gochatd_queue_pauses
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_queue_pauses SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE queue = NEW.queue;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_numbered_insert AFTER INSERT ON gochatd_queue_pauses
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_numbered_update AFTER UPDATE ON gochatd_queue_pauses
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_queue_pauses_change_delete AFTER DELETE ON gochatd_queue_pauses
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'gochatd_queue_pauses', NULL,
+            CAST(OLD.queue AS TEXT));
+END;
+-- gochatd_periodic_slots
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_insert AFTER INSERT ON gochatd_periodic_slots
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_periodic_slots SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE name = NEW.name;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_update AFTER UPDATE ON gochatd_periodic_slots
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_periodic_slots SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE name = NEW.name;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_numbered_insert AFTER INSERT ON gochatd_periodic_slots
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_numbered_update AFTER UPDATE ON gochatd_periodic_slots
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_periodic_slots_change_delete AFTER DELETE ON gochatd_periodic_slots
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'gochatd_periodic_slots', NULL,
+            CAST(OLD.name AS TEXT));
+END;
+INSERT OR IGNORE INTO gochatd_change_tracking (id) VALUES (1);

@@ -2,8 +2,8 @@
 -- "-- name: <name>" and runs as written with sqlite3's :name parameters. The clock is
 -- ((julianday('now') - 2440587.5) * 86400.0): epoch seconds, millisecond precision.
 -- Lists arrive as JSON arrays. Queries return the columns JOB_COLUMNS / OUTBOX_COLUMNS
--- (store/queries.py) decode, in that order. Writes number their rows for change
--- tracking themselves (change_seq = the counter + 1; migration 0007 says why).
+-- (store/queries.py) decode, in that order. Nothing here numbers rows for change tracking:
+-- it is off until a move starts (migrations 0007, 0010), and then its triggers number them.
 -- A database serving only some tenants (a live move, docs/migrate.md) runs the same
 -- names from queries_scoped.sql instead, which add the tenant-scope clause.
 
@@ -12,12 +12,12 @@
 -- 'default' and 25.
 INSERT INTO background_jobs
     (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
-     idempotency_key, traceparent, dispatched_at, change_seq)
+     idempotency_key, traceparent, dispatched_at)
 SELECT :tenant_id, :job_type, COALESCE(:queue, (SELECT t.queue FROM gochatd_job_types AS t WHERE t.job_type = :job_type),
          'default'), :payload, :priority,
        COALESCE(:max_attempts,
                 (SELECT t.max_attempts FROM gochatd_job_types AS t WHERE t.job_type = :job_type), 25), due.at, :idempotency_key, :traceparent,
-       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END, (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END
 FROM (SELECT CAST(COALESCE(:scheduled_at, ((julianday('now') - 2440587.5) * 86400.0) + :delay_s) AS REAL) AS at) AS due
 WHERE true
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
@@ -38,7 +38,7 @@ WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key;
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -54,7 +54,7 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -84,7 +84,7 @@ WITH RECURSIVE priorities(p) AS (
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
@@ -114,8 +114,7 @@ SET status = u.status,
                        THEN u.error_class END,  -- a completion clears the error
     last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
                       THEN u.last_error END,
-    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0),
-    change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS owner,
              json_extract(value, '$[2]') AS fence, json_extract(value, '$[3]') AS status,
              CAST(json_extract(value, '$[4]') AS REAL) AS delay_s,
@@ -130,7 +129,7 @@ RETURNING background_jobs.id;
 
 -- name: extend_leases
 UPDATE background_jobs
-SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s, change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS fence
       FROM json_each(:leases)) AS u
 WHERE background_jobs.id = u.id AND background_jobs.fence = u.fence
@@ -146,7 +145,7 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     error_class = 'lease_expired',
     last_error = 'lease expired while running: the worker stopped heartbeating',
     scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), lease_expires_at = NULL, dispatched_at = NULL,
-    cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT id FROM background_jobs
              WHERE status = 'running'
                AND ((lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0)
@@ -157,7 +156,7 @@ WHERE id IN (SELECT id FROM background_jobs
 RETURNING id, job_type, queue, tenant_id, status;
 
 -- name: dispatch_due_jobs
-UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -167,7 +166,7 @@ WHERE id IN (
 RETURNING id, job_type, queue, tenant_id;
 
 -- name: redispatch_stale_jobs
-UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -428,7 +427,7 @@ ORDER BY tenant_id;
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (
     SELECT r.id FROM (
         SELECT id, tenant_id, row_number() OVER (
@@ -479,12 +478,12 @@ RETURNING name;
 -- database decided (the rest of a new row is the item itself).
 INSERT INTO background_jobs
     (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
-     idempotency_key, traceparent, dispatched_at, change_seq)
+     idempotency_key, traceparent, dispatched_at)
 SELECT :tenant_id, :job_type, COALESCE(:queue, (SELECT t.queue FROM gochatd_job_types AS t WHERE t.job_type = :job_type),
          'default'), :payload, :priority,
        COALESCE(:max_attempts,
                 (SELECT t.max_attempts FROM gochatd_job_types AS t WHERE t.job_type = :job_type), 25), due.at, :idempotency_key, :traceparent,
-       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END, (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
+       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END
 FROM (SELECT CAST(COALESCE(:scheduled_at, ((julianday('now') - 2440587.5) * 86400.0) + :delay_s) AS REAL) AS at) AS due
 WHERE true
 ON CONFLICT (tenant_id, idempotency_key) DO NOTHING

@@ -8,6 +8,7 @@ import pytest
 import trio
 
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
+from gochatd.migrate.route_control import prepare_tracking
 from gochatd.model import EnqueueRequest, Job, JobStatus, Outcome
 from gochatd.store import JobStore
 from tests.contract.helpers import (
@@ -19,6 +20,7 @@ from tests.contract.helpers import (
     row_count,
     second_store,
 )
+from tests.migrate.support import open_db
 
 DAY_S = 86400.0
 
@@ -190,6 +192,11 @@ async def test_retention_prunes_old_delete_tombstones_unless_a_move_is_tracked(
     store: JobStore, backend_url: str
 ) -> None:
     policy = RetentionPolicy(completed_s=DAY_S, dead_s=0, cancelled_s=0, batch=2)
+    db = open_db(backend_url)
+    try:
+        prepare_tracking(db)  # a database that took part in a move (`gochatd migrate start`)
+    finally:
+        db.close()
     old = await _finished(store, Outcome.COMPLETED, 3)
     await _age(backend_url, [j.id for j in old], 2 * DAY_S)
     assert await prune_once(store, policy, pause_s=0) == {JobStatus.COMPLETED: 3}

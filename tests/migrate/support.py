@@ -15,6 +15,7 @@ from gochatd.migrate.backends import Database, parse_endpoint
 from gochatd.migrate.canonical import Row
 from gochatd.migrate.catch_up import START_PHASE
 from gochatd.migrate.changes import safe_horizon
+from gochatd.migrate.route_control import prepare_tracking
 from gochatd.migrate.schema import upgrade
 from gochatd.migrate.state import DONE, DatabaseStateStore
 from gochatd.migrate.tables import (
@@ -136,10 +137,15 @@ def destination_label(url: str) -> str:
 
 
 def record_start(source_url: str, destination_url: str, scopes: list[str]) -> int:
-    """What ``gochatd migrate start`` records (its route and barrier aside): the source's
-    safe horizon as each scope's start watermark."""
+    """What ``gochatd migrate start`` does (its route and barrier aside): change tracking
+    installed in both databases, and the source's safe horizon as each scope's start
+    watermark."""
     db = open_db(source_url)
+    destination = open_db(destination_url, "destination")
     try:
+        upgrade(destination)  # start makes the destination ready first
+        prepare_tracking(db)
+        prepare_tracking(destination)
         watermark = safe_horizon(db)
         state = DatabaseStateStore(db)
         for scope in scopes:
@@ -148,6 +154,7 @@ def record_start(source_url: str, destination_url: str, scopes: list[str]) -> in
         return watermark
     finally:
         db.close()
+        destination.close()
 
 
 def kill_on_progress(argv: list[str], probe: Callable[[], tuple[str, int] | None], *,

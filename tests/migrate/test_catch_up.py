@@ -22,6 +22,7 @@ from gochatd.migrate.backends import Database, MigrateError, parse_endpoint
 from gochatd.migrate.canonical import Row, canonical_bytes
 from gochatd.migrate.catch_up import PHASE, catch_up_scope
 from gochatd.migrate.changes import safe_horizon
+from gochatd.migrate.route_control import prepare_tracking
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import (
     BACKGROUND_JOBS,
@@ -359,6 +360,7 @@ def test_the_sqlite_horizon_is_the_committed_counter(tmp_path: Path) -> None:
     source = migrated(file_url(path))
     seed(source, tenants={"acme": 3}, fleet=False)
     db = open_db(source)
+    prepare_tracking(db)  # as `migrate start` does
     writer = sqlite3.connect(path, isolation_level=None)
     try:
         before = safe_horizon(db)
