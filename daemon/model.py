@@ -164,13 +164,13 @@ class Finish:
     lease_owner: str
     fence: int
     outcome: Outcome
+    #: The job's tenant: the database that holds it while tenants move (store/router.py).
+    tenant_id: str
     delay_s: float = 0.0
     error_class: str | None = None
     last_error: str | None = None
     #: Replies the handler produced; written only with a completion that applies.
     replies: tuple[Reply, ...] = ()
-    #: The job's tenant: which database the routed store sends it to ("" = ask every one).
-    tenant_id: str = ""
 
     @property
     def status(self) -> JobStatus:
@@ -217,7 +217,7 @@ class Lease:
     job_id: int
     fence: int
     #: As Finish.tenant_id.
-    tenant_id: str = ""
+    tenant_id: str
 
 
 @dataclass(frozen=True, slots=True)

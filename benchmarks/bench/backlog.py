@@ -96,4 +96,5 @@ async def _rounds(store: JobStore, rounds: int, top_id: int) -> dict[str, float]
 
 
 def _completed(claimed: ClaimedJob) -> Finish:
-    return Finish(claimed.id, claimed.lease_owner, claimed.fence, Outcome.COMPLETED)
+    return Finish(claimed.id, claimed.lease_owner, claimed.fence, Outcome.COMPLETED,
+                  claimed.job.tenant_id)

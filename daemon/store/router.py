@@ -103,11 +103,7 @@ class RoutedStore(RoutedOutbox):
         applied: set[int] = set()
 
         async def finish_group(tenant: str, group: list[Finish]) -> None:
-            if tenant:
-                applied.update(await self._for_tenant(tenant, lambda s: s.finish_jobs(group)))
-            else:  # no tenant given: each database applies the ones it holds
-                for store in self._active():
-                    applied.update(await store.finish_jobs(group))
+            applied.update(await self._for_tenant(tenant, lambda s: s.finish_jobs(group)))
 
         async with anyio.create_task_group() as nursery:  # a held tenant doesn't hold the others
             for tenant, group in group_by(finishes, lambda f: f.tenant_id).items():
@@ -127,12 +123,8 @@ class RoutedStore(RoutedOutbox):
         states: list[LeaseState] = []
 
         async def extend_group(tenant: str, group: list[Lease]) -> None:
-            if tenant:
-                states.extend(await self._for_tenant(
-                    tenant, lambda s: s.extend_leases(group, owner, lease_s)))
-            else:
-                for store in self._active():
-                    states.extend(await store.extend_leases(group, owner, lease_s))
+            states.extend(await self._for_tenant(
+                tenant, lambda s: s.extend_leases(group, owner, lease_s)))
 
         async with anyio.create_task_group() as nursery:
             for tenant, group in group_by(leases, lambda x: x.tenant_id).items():

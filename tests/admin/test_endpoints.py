@@ -133,7 +133,7 @@ async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
         [claimed] = await store.claim_due_jobs([PARKED], 1, "other-worker", 60.0)
         assert claimed.id == retrying.id
         applied = await store.finish_jobs([Finish(
-            retrying.id, "other-worker", claimed.fence, Outcome.RETRY, delay_s=3600.0,
+            retrying.id, "other-worker", claimed.fence, Outcome.RETRY, "default", delay_s=3600.0,
             error_class="Boom", last_error="boom")])
         assert applied == {retrying.id}
         running = await client.enqueue("sys:noop", {}, queue=PARKED, priority=10)

@@ -106,5 +106,5 @@ async def claim_one(store: JobStore, job: Job, owner: str, lease_s: float = 30.0
 def finish(claimed: ClaimedJob, outcome: Outcome, **kwargs: Any) -> Finish:
     return Finish(
         job_id=claimed.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
-        outcome=outcome, **kwargs,
+        outcome=outcome, tenant_id=claimed.job.tenant_id, **kwargs,
     )

@@ -17,6 +17,9 @@ from tests.contract.helpers import (
 )
 from tests.support.wait import wait_until
 
+#: The tenant ``enqueue`` gives a job; a Finish and a Lease name the job's tenant.
+T = "default"
+
 SHORT_LEASE_S = 0.3
 
 # -- claims ----------------------------------------------------------------------------------
@@ -144,14 +147,14 @@ async def test_concurrent_claims_have_exactly_one_winner(
 
             loser_store = b if loser == "owner-b" else a
             stale = [
-                Finish(job.id, loser, fence, outcome, error_class="x", last_error="stale")
+                Finish(job.id, loser, fence, outcome, T, error_class="x", last_error="stale")
                 for fence in (0, 1, 2)
                 for outcome in (Outcome.COMPLETED, Outcome.RETRY, Outcome.DEAD)
             ]
             for one in stale:
                 assert await loser_store.finish_jobs([one]) == set()
             assert await loser_store.finish_jobs(stale) == set()
-            assert await loser_store.extend_leases([Lease(job.id, 1)], loser, 60.0) == []
+            assert await loser_store.extend_leases([Lease(job.id, 1, T)], loser, 60.0) == []
             assert await store.get_job(job.id) == row
 
             winner_store = a if winner == "owner-a" else b
@@ -228,7 +231,7 @@ async def test_stale_lease_is_reaped_and_fenced_out(store: JobStore) -> None:
     again = await store.reap_expired_leases()
     assert job.id not in [r.job_id for r in again.retried] and job.id not in again.dead
     # The old owner's heartbeat is refused.
-    assert await store.extend_leases([Lease(job.id, old.fence)], "old-owner", 60.0) == []
+    assert await store.extend_leases([Lease(job.id, old.fence, "t1")], "old-owner", 60.0) == []
 
     new = await claim_one(store, reaped_row, "new-owner")
     assert new.fence == old.fence + 1
@@ -238,9 +241,9 @@ async def test_stale_lease_is_reaped_and_fenced_out(store: JobStore) -> None:
     for outcome in (Outcome.COMPLETED, Outcome.RETRY, Outcome.DEAD, Outcome.INTERRUPTED):
         assert await store.finish_jobs([finish(old, outcome, last_error="late")]) == set()
     # Guessing the new fence does not help the old owner either.
-    assert await store.finish_jobs([Finish(job.id, "old-owner", new.fence, Outcome.DEAD)]) == set()
-    assert await store.extend_leases([Lease(job.id, old.fence)], "old-owner", 60.0) == []
-    assert await store.extend_leases([Lease(job.id, new.fence)], "old-owner", 60.0) == []
+    assert await store.finish_jobs([Finish(job.id, "old-owner", new.fence, Outcome.DEAD, "t1")]) == set()
+    assert await store.extend_leases([Lease(job.id, old.fence, "t1")], "old-owner", 60.0) == []
+    assert await store.extend_leases([Lease(job.id, new.fence, "t1")], "old-owner", 60.0) == []
     assert await store.get_job(job.id) == running
 
     assert await store.finish_jobs([finish(new, Outcome.COMPLETED)]) == {job.id}
@@ -306,7 +309,7 @@ async def test_extend_leases(store: JobStore) -> None:
     await store.cancel_job(two.id)
 
     states = await store.extend_leases(
-        [Lease(one.id, c1.fence), Lease(two.id, c2.fence)], "w1", 120.0
+        [Lease(one.id, c1.fence, T), Lease(two.id, c2.fence, T)], "w1", 120.0
     )
     assert sorted(states, key=lambda s: s.job_id) == [
         LeaseState(one.id, False), LeaseState(two.id, True)
@@ -318,14 +321,14 @@ async def test_extend_leases(store: JobStore) -> None:
         assert row.lease_expires_at - claimed.job.lease_expires_at > timedelta(seconds=100)
 
     before = await store.get_job(other.id)
-    assert await store.extend_leases([Lease(other.id, c3.fence + 1)], "w2", 120.0) == []
-    assert await store.extend_leases([Lease(other.id, c3.fence - 1)], "w2", 120.0) == []
-    assert await store.extend_leases([Lease(other.id, c3.fence)], "w1", 120.0) == []
-    assert await store.extend_leases([Lease(999_999, 1)], "w2", 120.0) == []
+    assert await store.extend_leases([Lease(other.id, c3.fence + 1, T)], "w2", 120.0) == []
+    assert await store.extend_leases([Lease(other.id, c3.fence - 1, T)], "w2", 120.0) == []
+    assert await store.extend_leases([Lease(other.id, c3.fence, T)], "w1", 120.0) == []
+    assert await store.extend_leases([Lease(999_999, 1, T)], "w2", 120.0) == []
     assert await store.extend_leases([], "w2", 120.0) == []
     assert await store.get_job(other.id) == before
     mixed = await store.extend_leases(
-        [Lease(other.id, c3.fence), Lease(one.id, c1.fence)], "w2", 120.0
+        [Lease(other.id, c3.fence, T), Lease(one.id, c1.fence, T)], "w2", 120.0
     )
     assert mixed == [LeaseState(other.id, False)]
 
@@ -334,7 +337,7 @@ async def test_extend_after_finish_is_refused(store: JobStore) -> None:
     job = await enqueue(store)
     claimed = await claim_one(store, job, "w1")
     await store.finish_jobs([finish(claimed, Outcome.COMPLETED)])
-    assert await store.extend_leases([Lease(job.id, claimed.fence)], "w1", 60.0) == []
+    assert await store.extend_leases([Lease(job.id, claimed.fence, T)], "w1", 60.0) == []
 
 
 async def test_same_owner_reclaim_fences_out_its_old_lease(store: JobStore) -> None:
@@ -345,7 +348,7 @@ async def test_same_owner_reclaim_fences_out_its_old_lease(store: JobStore) -> N
     assert new.fence == old.fence + 1
     running = await store.get_job(job.id)
     assert await store.finish_jobs([finish(old, Outcome.COMPLETED)]) == set()
-    assert await store.extend_leases([Lease(job.id, old.fence)], "w1", 60.0) == []
+    assert await store.extend_leases([Lease(job.id, old.fence, T)], "w1", 60.0) == []
     assert await store.get_job(job.id) == running
     # Both finishes in one batch: only the current fence applies.
     applied = await store.finish_jobs(
@@ -360,7 +363,7 @@ async def test_heartbeat_keeps_a_short_lease_alive(store: JobStore) -> None:
     lost = await enqueue(store, "lost")
     kept_claim = await claim_one(store, kept, "w1", lease_s=SHORT_LEASE_S)
     await claim_one(store, lost, "w1", lease_s=SHORT_LEASE_S)
-    states = await store.extend_leases([Lease(kept.id, kept_claim.fence)], "w1", 60.0)
+    states = await store.extend_leases([Lease(kept.id, kept_claim.fence, T)], "w1", 60.0)
     assert states == [LeaseState(kept.id, False)]
 
     async def lost_reaped() -> bool:

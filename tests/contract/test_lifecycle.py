@@ -22,6 +22,9 @@ from tests.contract.helpers import (
 )
 from tests.support.wait import wait_until
 
+#: The tenant ``enqueue`` gives a job; a Finish and a Lease name the job's tenant.
+T = "default"
+
 # -- finish outcomes -------------------------------------------------------------------------
 
 
@@ -158,14 +161,14 @@ async def test_batch_finish_applies_exactly_the_valid_rows(store: JobStore) -> N
         for i, c in enumerate(claims[:16])
     ]
     stale = (
-        [Finish(c.id, c.lease_owner, c.fence + 1, Outcome.COMPLETED) for c in claims[16:20]]
-        + [Finish(c.id, c.lease_owner, c.fence - 1, Outcome.DEAD) for c in claims[20:24]]
-        + [Finish(c.id, "intruder", c.fence, Outcome.RETRY) for c in claims[24:28]]
-        + [Finish(c.id, "", 0, Outcome.COMPLETED) for c in claims[28:32]]
+        [Finish(c.id, c.lease_owner, c.fence + 1, Outcome.COMPLETED, T) for c in claims[16:20]]
+        + [Finish(c.id, c.lease_owner, c.fence - 1, Outcome.DEAD, T) for c in claims[20:24]]
+        + [Finish(c.id, "intruder", c.fence, Outcome.RETRY, T) for c in claims[24:28]]
+        + [Finish(c.id, "", 0, Outcome.COMPLETED, T) for c in claims[28:32]]
         + [finish(c, Outcome.DEAD) for c in done]
-        + [Finish(j.id, "w1", 0, Outcome.COMPLETED) for j in jobs[36:]]
-        + [Finish(j.id, "w1", 1, Outcome.COMPLETED) for j in jobs[36:]]
-        + [Finish(999_999, "w1", 1, Outcome.COMPLETED)]
+        + [Finish(j.id, "w1", 0, Outcome.COMPLETED, T) for j in jobs[36:]]
+        + [Finish(j.id, "w1", 1, Outcome.COMPLETED, T) for j in jobs[36:]]
+        + [Finish(999_999, "w1", 1, Outcome.COMPLETED, T)]
     )
     before = {job.id: await store.get_job(job.id) for job in jobs}
     mixed = [x for pair in zip(valid, stale, strict=False) for x in pair] + stale[len(valid):]

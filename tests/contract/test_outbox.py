@@ -89,7 +89,8 @@ async def test_only_applied_completions_write_replies_in_a_mixed_batch(store: Jo
     batch = [
         finish(good, Outcome.COMPLETED, replies=(reply("good"),)),
         Finish(job_id=wrong_owner.id, lease_owner="someone-else", fence=wrong_owner.fence,
-               outcome=Outcome.COMPLETED, replies=(reply("wrong-owner"),)),
+               outcome=Outcome.COMPLETED, tenant_id=wrong_owner.job.tenant_id,
+               replies=(reply("wrong-owner"),)),
         # The runner never attaches replies to these; the store must not write them anyway.
         finish(retried, Outcome.RETRY, error_class="E", replies=(reply("retried"),)),
         finish(dead, Outcome.DEAD, error_class="E", replies=(reply("dead"),)),

@@ -148,7 +148,7 @@ async def _check_leases_and_finishes(store: JobStore, mine: Rows, other: Rows) -
     reaped = await store.reap_expired_leases()
     assert [r.job_id for r in reaped.retried] + reaped.dead == [mine.expired.id]
     leases = await store.extend_leases(
-        [Lease(c.id, c.fence) for c in (other.running, mine.running)], "w1", 30.0)
+        [Lease(c.id, c.fence, c.job.tenant_id) for c in (other.running, mine.running)], "w1", 30.0)
     assert [x.job_id for x in leases] == [mine.running.id]
     # Out of scope: reported as not applied, nothing written (no reply either).
     theirs = finish(other.running, Outcome.COMPLETED)

@@ -108,7 +108,7 @@ async def test_a_moved_tenant_is_served_from_its_destination(
         assert by_tenant == {("acme", before["acme"]), ("acme", acme), ("acme", late),
                              ("other", before["other"]), ("other", other)}
         applied = await store.finish_jobs([
-            Finish(c.job.id, "w1", c.fence, Outcome.COMPLETED, tenant_id=c.job.tenant_id)
+            Finish(c.job.id, "w1", c.fence, Outcome.COMPLETED, c.job.tenant_id)
             for c in claimed])
         assert applied == {c.job.id for c in claimed}
         job = await store.get_job(before["acme"])
