@@ -9,8 +9,8 @@ from typing import NoReturn
 import trio
 
 from gochatd.counters import Counters
-from gochatd.errors import StoreUnavailable
 from gochatd.logs import get_logger
+from gochatd.loops.every import run_every
 from gochatd.queues import QueueSelection
 from gochatd.store import JobStore
 from gochatd.wakeup import Wakeups
@@ -49,10 +49,4 @@ class PauseFollower:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        task_status.started()
-        while True:
-            try:
-                await self.run_once()
-            except StoreUnavailable as exc:
-                self._counters.transient_error("pauses", exc)
-            await trio.sleep(REFRESH_S)
+        await run_every("pauses", self.run_once, lambda: REFRESH_S, self._counters, task_status)

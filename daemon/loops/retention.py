@@ -20,8 +20,8 @@ import trio
 
 from gochatd.config import Settings
 from gochatd.counters import Counters
-from gochatd.errors import StoreUnavailable
 from gochatd.logs import get_logger
+from gochatd.loops.every import run_every
 from gochatd.metrics import Metrics
 from gochatd.model import JobStatus
 from gochatd.store import JobStore
@@ -115,10 +115,4 @@ class Retention:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        task_status.started()
-        while True:
-            try:
-                await self.run_once()
-            except StoreUnavailable as exc:
-                self._counters.transient_error("retention", exc)
-            await trio.sleep(self.interval_s)
+        await run_every("retention", self.run_once, lambda: self.interval_s, self._counters, task_status)

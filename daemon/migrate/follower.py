@@ -13,7 +13,7 @@ from typing import NoReturn
 import trio
 
 from gochatd.counters import Counters
-from gochatd.errors import StoreUnavailable
+from gochatd.loops.every import run_every
 from gochatd.store import RoutingStore
 from gochatd.wakeup import Wakeups
 
@@ -53,13 +53,7 @@ class RouteFollower:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        task_status.started()
-        while True:
-            try:
-                await self.run_once()
-            except StoreUnavailable as exc:
-                self._counters.transient_error("routes", exc)
-            await trio.sleep(REFRESH_S)
+        await run_every("routes", self.run_once, lambda: REFRESH_S, self._counters, task_status)
 
     async def forget_ack(self) -> None:
         """A stopped daemon no longer holds back the migrator's barrier."""
