@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -79,7 +80,7 @@ from gochatd.reload import Reloader
 from gochatd.retry import Backoff
 from gochatd.runner import RunPolicy
 from gochatd.sdnotify import Notifier
-from gochatd.signals import watch_signals
+from gochatd.signals import start_unless_stopped, watch_signals
 from gochatd.store import RoutingStore, open_routed_store
 from gochatd.store.presence import require_schema, sqlite_file
 from gochatd.store.startup import open_until_connected
@@ -241,22 +242,6 @@ class Worker:
     def mode(self) -> State:
         return self.lifecycle.mode
 
-    @property
-    def stopping(self) -> bool:
-        return self.lifecycle.stopping
-
-    @property
-    def ready(self) -> trio.Event:
-        return self.lifecycle.ready
-
-    @property
-    def stopped(self) -> trio.Event:
-        return self.lifecycle.stopped
-
-    @property
-    def notifier(self) -> Notifier:
-        return self.lifecycle.notifier
-
     def queue_order(self) -> list[str]:
         return self.queues.order()
 
@@ -333,7 +318,11 @@ class Worker:
     async def run(self, *, handle_signals: bool = False) -> int:
         """Run until stopped. Returns the process exit code."""
         written_back = False
-        async with self._resources():
+        async with contextlib.AsyncExitStack() as stack:
+            if not await start_unless_stopped(partial(stack.enter_async_context, self._resources()),
+                                              self.log, watch=handle_signals):
+                self.log.info("worker_stopped", forced=False, before_start=True)
+                return 0
             self.log.info(
                 "worker_starting", database=mask_url(self.settings.database_url),
                 database_file=str(sqlite_file(self.settings.database_url) or "") or None,
@@ -396,3 +385,4 @@ class Worker:
         from gochatd.gateway.server import serve_gateway
 
         await serve_gateway(self.control, self._admin_shutdown.wait, task_status=task_status)
+

@@ -40,13 +40,13 @@ async def running_worker(settings: Settings, tracker: StartTracker) -> AsyncIter
     async with trio.open_nursery() as nursery:
         nursery.start_soon(worker.run)
         with trio.fail_after(60):
-            await worker.ready.wait()
+            await worker.lifecycle.ready.wait()
         try:
             yield worker
         finally:
             worker.request_stop()
             with trio.move_on_after(60):
-                await worker.stopped.wait()
+                await worker.lifecycle.stopped.wait()
 
 
 async def wait_completed(worker: Worker, target: int, timeout_s: float) -> float:

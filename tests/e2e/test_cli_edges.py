@@ -193,6 +193,48 @@ def test_serve_waits_for_postgres_with_backoff(
     daemon.assert_clean_output()
 
 
+def test_sigterm_while_waiting_for_postgres_exits_cleanly(
+    tmp_path: Path, daemons: DaemonFactory, pg_migrated: str
+) -> None:
+    """PostgreSQL never comes up (a closed port): SIGHUP changes nothing, SIGTERM (what
+    systemd sends) ends the start with a log line and exit 0, not the signal's default
+    death. Ctrl-C keeps its own exit (130, above)."""
+    late = pg_migrated.replace("127.0.0.1:5432", f"127.0.0.1:{free_port()}")
+    env = {"GOCHAT_DATABASE_URL": late, "GOCHAT_LOG_FORMAT": "json"}
+    daemon = daemons.start("never-pg", ["--worker-only"], env=env, cwd=tmp_path, ready=False)
+    daemon.wait_for_event("store_connect_failed", count=1, timeout_s=30)
+    daemon.send(signal.SIGHUP)
+    daemon.wait_for_event("store_connect_failed", count=3, timeout_s=30)
+    assert daemon.returncode is None  # SIGHUP did not end it
+    daemon.send(signal.SIGTERM)
+    assert daemon.wait(timeout_s=20) == 0
+    assert daemon.events("stop_requested_while_starting")[0]["signal"] == "SIGTERM"
+    assert daemon.events("worker_stopped")[0]["before_start"] is True
+    daemon.assert_clean_output()
+
+
+def test_sigterm_while_a_silent_postgres_holds_the_connect(tmp_path: Path) -> None:
+    """The server accepts and never answers: the connect in progress is abandoned too."""
+    with _silent_server() as (listener, port):
+        url = f"postgresql://root:{SECRET}@127.0.0.1:{port}/test"
+        proc = subprocess.Popen(
+            [GOCHATD, "serve", "--database-url", url], env=child_env(), cwd=tmp_path,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            conn, _ = listener.accept()
+            with conn:
+                proc.send_signal(signal.SIGTERM)
+                out, err = proc.communicate(timeout=15)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+    assert proc.returncode == 0, (proc.returncode, err)
+    assert out == "" and SECRET not in err
+    assert "stop_requested_while_starting" in err and "Traceback" not in err
+
+
 def test_serve_refuses_a_database_without_the_schema(
     tmp_path: Path, fresh_pg_url: str
 ) -> None:

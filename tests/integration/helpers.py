@@ -142,7 +142,7 @@ class WorkerRun:
 
     async def stop(self, timeout_s: float = 30.0) -> int:
         """Graceful stop (once; a second request_stop would force) and wait for run()."""
-        if not self.worker.stopping:
+        if not self.worker.lifecycle.stopping:
             self.worker.request_stop()
         with trio.fail_after(timeout_s):
             await self.done.wait()
@@ -169,7 +169,7 @@ async def started_worker(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_run)
         with trio.fail_after(15):
-            await run.worker.ready.wait()
+            await run.worker.lifecycle.ready.wait()
         try:
             yield run
         finally:

@@ -43,7 +43,7 @@ async def test_stop_interrupts_blocked_handlers_and_lets_quick_ones_finish(
     async def waits_for_gate(ctx: JobContext) -> None:
         tracker.executions[ctx.job_id] += 1
         await gate.wait()
-        finished_while_stopping.append(holder[0].stopping)
+        finished_while_stopping.append(holder[0].lifecycle.stopping)
 
     registry = make_registry(
         HandlerSpec("test:block", blocks_first_time), HandlerSpec("test:gated", waits_for_gate)

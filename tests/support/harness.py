@@ -43,10 +43,10 @@ async def running_worker(
 
         nursery.start_soon(run)
         with trio.fail_after(15):
-            await worker.ready.wait()
+            await worker.lifecycle.ready.wait()
         try:
             yield worker
         finally:
             worker.request_stop()
             with trio.fail_after(30):
-                await worker.stopped.wait()
+                await worker.lifecycle.stopped.wait()
