@@ -95,15 +95,9 @@ class _Worker(Generic[R]):
                 return self.pool._next_for(self)
             unit.state = _RUNNING
             unit.worker = self
-        result: outcome.Outcome[Any]
-        try:
-            if self.conn is None:
-                self.conn = self.pool._open()
-            result = outcome.Value(unit.fn(self.conn))
-        except BaseException as exc:  # handed to the awaiting task, which re-raises it
-            result = outcome.Error(exc)
-        if self.conn is not None and not self.pool._healthy(self.conn):
-            self._close_conn()
+        result = self._attempt(unit.fn)
+        if isinstance(result, outcome.Error) and self.pool._retry_once(result.error):
+            result = self._attempt(unit.fn)  # on a new connection: the old one is closed
         with unit.lock:
             abandoned = unit.state == _ABANDONED
             unit.state = _DONE
@@ -114,6 +108,20 @@ class _Worker(Generic[R]):
         if not abandoned:
             unit.deliver(result)
         return following
+
+    def _attempt(self, fn: Callable[[Any], Any]) -> outcome.Outcome[Any]:
+        result: outcome.Outcome[Any]
+        try:
+            if self.conn is not None and not self.pool._usable(self.conn):
+                self._close_conn()  # it died while idle: a fresh one, not a failed unit
+            if self.conn is None:
+                self.conn = self.pool._open()
+            result = outcome.Value(fn(self.conn))
+        except BaseException as exc:  # handed to the awaiting task, which re-raises it
+            result = outcome.Error(exc)
+        if self.conn is not None and not self.pool._healthy(self.conn):
+            self._close_conn()
+        return result
 
     def _close_conn(self) -> None:
         conn, self.conn = self.conn, None
@@ -140,7 +148,11 @@ class Handoff(Generic[R]):
     """Up to ``size`` threads, each owning one connection made by ``open_conn``.
 
     ``healthy(conn)`` is asked after every unit: False closes the connection (the thread
-    opens a new one for its next unit). ``interrupt(conn)`` stops a running unit from
+    opens a new one for its next unit). ``usable(conn)`` is asked before every unit: False
+    (the server dropped the connection while it sat idle) opens a new one for this unit.
+    ``retry_once(error)``: True when the error says the unit's connection ended before
+    anything of the unit took effect (the server refused it while terminating the session);
+    the unit then runs once more, on a new connection. ``interrupt(conn)`` stops a running unit from
     another thread; ``force_close(conn)`` breaks its socket when even that does not work.
     """
 
@@ -152,6 +164,8 @@ class Handoff(Generic[R]):
         *,
         size: int = 1,
         healthy: Callable[[R], bool] = lambda conn: True,
+        usable: Callable[[R], bool] = lambda conn: True,
+        retry_once: Callable[[BaseException], bool] = lambda error: False,
         interrupt: Callable[[R], None] | None = None,
         force_close: Callable[[R], None] | None = None,
         abandon_s: float = 5.0,
@@ -164,6 +178,8 @@ class Handoff(Generic[R]):
         self._open = open_conn
         self._close = close_conn
         self._healthy = healthy
+        self._usable = usable
+        self._retry_once = retry_once
         self._interrupt = interrupt
         self._force_close = force_close
         self._lock = threading.Lock()
