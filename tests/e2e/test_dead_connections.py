@@ -1,5 +1,6 @@
 """Connections that died idle (``pg_terminate_backend`` on every backend of a daemon, as a
-PostgreSQL restart or a pooler would) are replaced before use: no claim, finish or poll
+PostgreSQL restart or a pooler would; ``CLIENT KILL`` on its Redis connections) are replaced
+before use: no claim, finish or poll
 fails for them, and every job enqueued afterwards completes. Meanwhile the log stays JSON:
 every stderr line is one JSON object, the libraries' records included, and the database
 password appears nowhere."""
@@ -11,6 +12,7 @@ from collections.abc import Sequence
 
 import psycopg
 import pytest
+import redis as redis_lib
 import trio
 
 from gochatd.client import Client
@@ -89,6 +91,9 @@ def test_a_daemon_whose_backends_were_terminated_fails_nothing(
     backends = daemon_backends(pg_jobs)
     assert len(backends) >= 2, backends  # the pool and the LISTEN connection
     terminate_while_idle(pg_jobs, backends)
+    if redis:  # and every Redis connection of the daemon's (a Redis restart, a proxy)
+        with redis_lib.Redis.from_url(redis) as admin:
+            assert int(admin.client_kill_filter(_type="normal", skipme=True)) >= 2
 
     enqueue(url, redis, ["sys:noop"] * JOBS + ["test:library_log"])
     poll_until(lambda: status_counts(pg_jobs) == {"completed": JOBS + 4}, timeout_s=60,
