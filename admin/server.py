@@ -121,10 +121,10 @@ async def start_listener(
         if error is None:
             raise
         if error.errno == errno.EADDRINUSE:
+            unix = "unix:/path/to.sock, " if setting == "admin.listen" else ""
             raise ConfigError(
                 f"{setting}: {address} is already in use (another gochatd on this host?); "
-                f"set {setting} ({env_name}) to a free port, 127.0.0.1:0 for any, "
-                "unix:/path/to.sock, or off"
+                f"set {setting} ({env_name}) to a free port, 127.0.0.1:0 for any, {unix}or off"
             ) from None
         raise ConfigError(
             f"{setting}: cannot listen on {address}: {error.strerror or error}"

@@ -46,7 +46,7 @@ _QUEUED, _RUNNING, _DONE, _ABANDONED = range(4)
 class _Unit:
     """One unit of work on its way through a thread; its state moves under ``lock``."""
 
-    __slots__ = ("deliver", "done", "fn", "lock", "state", "worker")
+    __slots__ = ("deliver", "done", "fn", "lock", "state", "stop_asked", "worker")
 
     def __init__(self, fn: Callable[[Any], Any], deliver: Callable[[outcome.Outcome[Any]], None]):
         self.fn = fn
@@ -54,6 +54,8 @@ class _Unit:
         self.lock = threading.Lock()
         self.state = _QUEUED
         self.worker: _Worker[Any] | None = None
+        #: The caller was cancelled while the unit ran: it is not run a second time.
+        self.stop_asked = False
         #: Made only when someone waits for the unit to end (an interrupt), set by the thread.
         self.done: threading.Event | None = None
 
@@ -97,7 +99,10 @@ class _Worker(Generic[R]):
             unit.worker = self
         result = self._attempt(unit.fn)
         if isinstance(result, outcome.Error) and self.pool._retry_once(result.error):
-            result = self._attempt(unit.fn)  # on a new connection: the old one is closed
+            with unit.lock:
+                again = unit.state == _RUNNING and not unit.stop_asked
+            if again:
+                result = self._attempt(unit.fn)  # on a new connection: the old one is closed
         with unit.lock:
             abandoned = unit.state == _ABANDONED
             unit.state = _DONE
@@ -150,10 +155,11 @@ class Handoff(Generic[R]):
     ``healthy(conn)`` is asked after every unit: False closes the connection (the thread
     opens a new one for its next unit). ``usable(conn)`` is asked before every unit: False
     (the server dropped the connection while it sat idle) opens a new one for this unit.
-    ``retry_once(error)``: True when the error says the unit's connection ended before
-    anything of the unit took effect (the server refused it while terminating the session);
-    the unit then runs once more, on a new connection. ``interrupt(conn)`` stops a running unit from
-    another thread; ``force_close(conn)`` breaks its socket when even that does not work.
+    ``retry_once(error)``: True when the error says the server refused the unit's statement
+    while ending the session (nothing of it took effect); the unit then runs once more on a
+    new connection, unless its caller was cancelled meanwhile. ``interrupt(conn)`` stops a
+    running unit from another thread; ``force_close(conn)`` breaks its socket when even
+    that does not work.
     """
 
     def __init__(
@@ -238,6 +244,7 @@ class Handoff(Generic[R]):
                 if unit.state == _QUEUED:
                     unit.state = _ABANDONED
                     return trio.lowlevel.Abort.SUCCEEDED
+                unit.stop_asked = True
                 worker = unit.worker
             cancelled = True
             if unit.state == _RUNNING:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -150,3 +151,19 @@ def test_a_missing_socket_directory_is_one_line(sqlite_url: str, tmp_path: Path)
     assert result.returncode == 2, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("gochatd:")] == [
         f"gochatd: admin.listen: cannot listen on {listen}: No such file or directory"]
+
+
+def test_a_taken_gateway_port_is_one_line(sqlite_url: str, tmp_path: Path) -> None:
+    """gateway.listen on a port something else holds: the same one line as admin.listen."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        env = {"GOCHAT_DATABASE_URL": sqlite_url, "GOCHAT_GATEWAY_LISTEN": f"127.0.0.1:{port}"}
+        result = run_cli(["serve"], env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("gochatd:")] == [
+        f"gochatd: gateway.listen: 127.0.0.1:{port} is already in use (another gochatd on this "
+        "host?); set gateway.listen (GOCHAT_GATEWAY_LISTEN) to a free port, 127.0.0.1:0 for "
+        "any, or off"], result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
