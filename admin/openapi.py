@@ -183,7 +183,9 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "uptime_s": {"type": "number"},
                     "config_reloaded_at": _NULLABLE_TIME,
                     "pending_restart": {"type": "array", "items": {"type": "string"}},
-                    "counters": {"type": "object", "additionalProperties": {"type": "integer"}}}},
+                    "counters": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "admin_address": _NULLABLE_STR,
+                    "gateway_address": _NULLABLE_STR}},
                 "Reload": {"type": "object", "required": ["applied", "needs_restart"],
                            "properties": {
                                "applied": {"type": "array", "items": {"type": "string"}},

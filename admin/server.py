@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import ipaddress
+import os
 import socket
-from collections.abc import Awaitable, Callable
+import stat
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import hypercorn.trio.run
@@ -23,6 +26,9 @@ if TYPE_CHECKING:
 
 #: How long one ASGI send may take once shielded (see ``ShieldedSend``).
 SEND_SHIELD_S = 10.0
+#: ``admin.listen: unix:/run/gochatd/worker-1.sock``: the socket file's mode (owner and group).
+UNIX_SOCKET_MODE = 0o660
+UNIX_PREFIX = "unix:"
 
 
 def split_listen(listen: str) -> tuple[str, int]:
@@ -45,8 +51,16 @@ def is_loopback(host: str) -> bool:
             return False
 
 
+def unix_path(listen: str) -> str | None:
+    """The socket file of a ``unix:PATH`` listen address; None for host:port."""
+    return listen[len(UNIX_PREFIX):] if listen.startswith(UNIX_PREFIX) else None
+
+
 def check_admin_settings(listen: str, token: str) -> None:
-    """Refuse to expose unauthenticated mutations beyond this host."""
+    """Refuse to expose unauthenticated mutations beyond this host (a Unix socket is
+    reached on this host only, by its owner and group)."""
+    if unix_path(listen) is not None:
+        return
     host, _ = split_listen(listen)
     if not token and not is_loopback(host):
         raise ConfigError(
@@ -71,14 +85,21 @@ async def serve_admin(
     config.keep_alive_timeout = 5.0
     app = ShieldedSend(create_app(daemon))
 
-    async def started(binds: list[str]) -> None:
-        address = binds[0] if binds else settings.admin_listen
-        daemon.log.info("admin_listening", address=address)
-        task_status.started(address)
+    with unix_socket_file(config, "admin.listen"):
+        async with trio.open_nursery() as nursery:
+            binds = await start_listener(nursery, app, config, shutdown_trigger, "admin.listen",
+                                         settings.admin_listen)
+            address = bound_address(binds, settings.admin_listen)
+            daemon.log.info("admin_listening", address=address)
+            task_status.started(address)
 
-    async with trio.open_nursery() as nursery:
-        binds = await start_listener(nursery, app, config, shutdown_trigger, "admin.listen")
-        await started(binds)
+
+def bound_address(binds: list[str], listen: str) -> str:
+    """What the listener took: ``http://127.0.0.1:41234`` (the port an ephemeral ``:0``
+    got) or ``unix:/run/gochatd/worker-1.sock``."""
+    if not binds:
+        return listen
+    return binds[0].removeprefix("http://") if unix_path(listen) is not None else binds[0]
 
 
 async def start_listener(
@@ -87,10 +108,11 @@ async def start_listener(
     config: Config,
     shutdown_trigger: Callable[[], Awaitable[None]],
     setting: str,
+    address: str,
 ) -> list[str]:
-    """Start hypercorn on ``config.bind``; an address it cannot take is the operator's to
-    change, said in one line (a second daemon on the host takes the same default port)."""
-    address = config.bind[0]
+    """Start hypercorn on ``config.bind`` (``address`` as configured); an address it cannot
+    take is the operator's to change, said in one line (a second daemon on the host takes
+    the same default port)."""
     env_name = "GOCHAT_" + setting.upper().replace(".", "_")
     try:
         binds: list[str] = await nursery.start(_serve, app, config, shutdown_trigger)
@@ -99,14 +121,86 @@ async def start_listener(
         if error is None:
             raise
         if error.errno == errno.EADDRINUSE:
+            unix = "unix:/path/to.sock, " if setting == "admin.listen" else ""
             raise ConfigError(
                 f"{setting}: {address} is already in use (another gochatd on this host?); "
-                f"set {setting} ({env_name}) to a free port, 127.0.0.1:0 for any, or off"
+                f"set {setting} ({env_name}) to a free port, 127.0.0.1:0 for any, {unix}or off"
             ) from None
         raise ConfigError(
             f"{setting}: cannot listen on {address}: {error.strerror or error}"
         ) from None
     return binds
+
+
+@contextlib.contextmanager
+def unix_socket_file(config: Config, setting: str) -> Iterator[None]:
+    """For ``unix:PATH``: bind the socket file here (mode 0660, a stale one from a dead
+    daemon replaced, a live one refused) and hand hypercorn the bound socket; the file is
+    removed on the way out, unless another process has replaced it meanwhile."""
+    listen = config.bind[0]
+    path = unix_path(listen)
+    if path is None:
+        yield
+        return
+    try:
+        sock = _bind_unix(path, setting)
+    except OSError as error:
+        raise ConfigError(f"{setting}: cannot listen on {listen}: "
+                          f"{error.strerror or error}") from None
+    inode = os.stat(path).st_ino
+    config.bind = [f"fd://{sock.detach()}"]
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
+
+
+def _bind_unix(path: str, setting: str) -> socket.socket:
+    _clear_stale_socket(path, setting)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        # The file is created with the umask's mode: never wider than 0660, not even briefly.
+        previous = os.umask(0o777 & ~UNIX_SOCKET_MODE)
+        try:
+            sock.bind(path)
+        finally:
+            os.umask(previous)
+        os.chmod(path, UNIX_SOCKET_MODE)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _clear_stale_socket(path: str, setting: str) -> None:
+    """A socket file nobody answers on (its daemon died) is removed; one that answers
+    belongs to a running daemon, and anything else is not ours to delete."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise ConfigError(f"{setting}: {path} exists and is not a socket; remove it or set "
+                          f"{setting} to another path")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)  # stale: left by a daemon that did not exit cleanly
+        return
+    except FileNotFoundError:
+        return
+    finally:
+        probe.close()
+    env_name = "GOCHAT_" + setting.upper().replace(".", "_")
+    raise ConfigError(
+        f"{setting}: unix:{path} is already in use (another gochatd on this host?); "
+        f"set {setting} ({env_name}) to a socket of its own, for example unix:/run/gochatd/"
+        "worker-2.sock"
+    )
 
 
 def _only_os_error(exc: BaseException) -> OSError | None:

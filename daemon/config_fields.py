@@ -187,14 +187,25 @@ def _name(raw: Any) -> str:
     return text
 
 
+#: The longest socket path the kernel takes (sun_path is 108 bytes with its NUL).
+_UNIX_PATH_MAX = 107
+
+
 def _listen(raw: Any) -> str:
-    """``host:port`` ([v6]:port allowed) or ``off``."""
+    """``host:port`` ([v6]:port allowed; port 0: any free one), ``unix:PATH`` or ``off``."""
     text = str(raw).strip()
     if text.lower() in {"off", "none", "false", ""}:
         return "off"
+    if text.startswith("unix:"):
+        path = text[len("unix:"):]
+        if not path or "\0" in path or len(path.encode()) > _UNIX_PATH_MAX:
+            raise ValueError(f"expected unix:PATH with a socket path of 1 to {_UNIX_PATH_MAX} "
+                             "bytes (for example unix:/run/gochatd/worker-1.sock)")
+        return text
     host, sep, port = text.rpartition(":")
     if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) < 65536:
-        raise ValueError("expected host:port (for example 127.0.0.1:8410) or off")
+        raise ValueError("expected host:port (for example 127.0.0.1:8410; port 0: any free "
+                         "port), unix:/path/to.sock, or off")
     return text
 
 
@@ -247,7 +258,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("log.level", _log_level, "info", reloadable=True),
     FieldSpec("log.format", _log_format, "auto"),
     FieldSpec("admin.listen", _listen, "127.0.0.1:8410",
-              help="host:port of the admin API and dashboard; 'off' disables it"),
+              help="host:port (port 0: any free one) or unix:/path of the admin API and "
+              "dashboard; 'off' disables it"),
     FieldSpec("admin.token", _printable(4096), "", secret=True, reloadable=True,
               help="bearer token for mutating admin endpoints; required off loopback"),
     FieldSpec("admin.max_body_bytes", _int, 1 << 20, 1024, 64 << 20),

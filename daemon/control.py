@@ -50,6 +50,8 @@ class Control:
         self._pauses = pauses
         self._reloader = reloader
         self._wakeups = wakeups
+        #: What the listeners took ("admin", "gateway"), set as each starts.
+        self.listening: dict[str, str] = {}
 
     @property
     def settings(self) -> Settings:
@@ -120,4 +122,6 @@ class Control:
             "config_reloaded_at": last_reload_at.isoformat() if last_reload_at else None,
             "pending_restart": list(self._reloader.pending_restart),
             "counters": dict(self._counters),
+            "admin_address": self.listening.get("admin"),
+            "gateway_address": self.listening.get("gateway"),
         }

@@ -46,7 +46,7 @@ _QUEUED, _RUNNING, _DONE, _ABANDONED = range(4)
 class _Unit:
     """One unit of work on its way through a thread; its state moves under ``lock``."""
 
-    __slots__ = ("deliver", "done", "fn", "lock", "state", "worker")
+    __slots__ = ("deliver", "done", "fn", "lock", "state", "stop_asked", "worker")
 
     def __init__(self, fn: Callable[[Any], Any], deliver: Callable[[outcome.Outcome[Any]], None]):
         self.fn = fn
@@ -54,6 +54,8 @@ class _Unit:
         self.lock = threading.Lock()
         self.state = _QUEUED
         self.worker: _Worker[Any] | None = None
+        #: The caller was cancelled while the unit ran: it is not run a second time.
+        self.stop_asked = False
         #: Made only when someone waits for the unit to end (an interrupt), set by the thread.
         self.done: threading.Event | None = None
 
@@ -95,15 +97,12 @@ class _Worker(Generic[R]):
                 return self.pool._next_for(self)
             unit.state = _RUNNING
             unit.worker = self
-        result: outcome.Outcome[Any]
-        try:
-            if self.conn is None:
-                self.conn = self.pool._open()
-            result = outcome.Value(unit.fn(self.conn))
-        except BaseException as exc:  # handed to the awaiting task, which re-raises it
-            result = outcome.Error(exc)
-        if self.conn is not None and not self.pool._healthy(self.conn):
-            self._close_conn()
+        result = self._attempt(unit.fn)
+        if isinstance(result, outcome.Error) and self.pool._retry_once(result.error):
+            with unit.lock:
+                again = unit.state == _RUNNING and not unit.stop_asked
+            if again:
+                result = self._attempt(unit.fn)  # on a new connection: the old one is closed
         with unit.lock:
             abandoned = unit.state == _ABANDONED
             unit.state = _DONE
@@ -114,6 +113,20 @@ class _Worker(Generic[R]):
         if not abandoned:
             unit.deliver(result)
         return following
+
+    def _attempt(self, fn: Callable[[Any], Any]) -> outcome.Outcome[Any]:
+        result: outcome.Outcome[Any]
+        try:
+            if self.conn is not None and not self.pool._usable(self.conn):
+                self._close_conn()  # it died while idle: a fresh one, not a failed unit
+            if self.conn is None:
+                self.conn = self.pool._open()
+            result = outcome.Value(fn(self.conn))
+        except BaseException as exc:  # handed to the awaiting task, which re-raises it
+            result = outcome.Error(exc)
+        if self.conn is not None and not self.pool._healthy(self.conn):
+            self._close_conn()
+        return result
 
     def _close_conn(self) -> None:
         conn, self.conn = self.conn, None
@@ -140,8 +153,13 @@ class Handoff(Generic[R]):
     """Up to ``size`` threads, each owning one connection made by ``open_conn``.
 
     ``healthy(conn)`` is asked after every unit: False closes the connection (the thread
-    opens a new one for its next unit). ``interrupt(conn)`` stops a running unit from
-    another thread; ``force_close(conn)`` breaks its socket when even that does not work.
+    opens a new one for its next unit). ``usable(conn)`` is asked before every unit: False
+    (the server dropped the connection while it sat idle) opens a new one for this unit.
+    ``retry_once(error)``: True when the error says the server refused the unit's statement
+    while ending the session (nothing of it took effect); the unit then runs once more on a
+    new connection, unless its caller was cancelled meanwhile. ``interrupt(conn)`` stops a
+    running unit from another thread; ``force_close(conn)`` breaks its socket when even
+    that does not work.
     """
 
     def __init__(
@@ -152,6 +170,8 @@ class Handoff(Generic[R]):
         *,
         size: int = 1,
         healthy: Callable[[R], bool] = lambda conn: True,
+        usable: Callable[[R], bool] = lambda conn: True,
+        retry_once: Callable[[BaseException], bool] = lambda error: False,
         interrupt: Callable[[R], None] | None = None,
         force_close: Callable[[R], None] | None = None,
         abandon_s: float = 5.0,
@@ -164,6 +184,8 @@ class Handoff(Generic[R]):
         self._open = open_conn
         self._close = close_conn
         self._healthy = healthy
+        self._usable = usable
+        self._retry_once = retry_once
         self._interrupt = interrupt
         self._force_close = force_close
         self._lock = threading.Lock()
@@ -222,6 +244,7 @@ class Handoff(Generic[R]):
                 if unit.state == _QUEUED:
                     unit.state = _ABANDONED
                     return trio.lowlevel.Abort.SUCCEEDED
+                unit.stop_asked = True
                 worker = unit.worker
             cancelled = True
             if unit.state == _RUNNING:

@@ -8,6 +8,11 @@ Only the command line's entry points call ``configure_logging``. gochatd used as
 host program configured structlog, gochatd's events go through that configuration; if it
 configured nothing, warnings and errors go to stderr and nothing else is printed (the way
 the standard library's ``logging`` treats a library without handlers).
+
+In gochatd's own process the libraries' records (psycopg, psycopg_pool, redis-py, hypercorn,
+asyncio; ``logging`` at WARNING and above) and Python warnings (``warnings.warn``) come out
+as structlog events too (``library_log``), so in JSON mode every stderr line is one JSON
+object. Their text is redacted (``redact.redact_error``): no DSN or password gets through.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from typing import Any
 
 import structlog
 
+from gochatd.redact import redact_error
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
 
@@ -27,6 +34,8 @@ _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARN
 _root: structlog.typing.FilteringBoundLogger | None = None
 #: Whether a gochatd entry point configured logging (``reconfigure_logging`` acts only then).
 _configured = False
+#: The libraries' records below this level are dropped (httpx logs every request at INFO).
+LIBRARY_LEVEL = logging.WARNING
 
 
 class _CurrentStderr:
@@ -66,6 +75,34 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=_STDERR),
         cache_logger_on_first_use=False,
     )
+    _route_library_records()
+
+
+class LibraryRecords(logging.Handler):
+    """Forwards the standard library's log records (and, through ``captureWarnings``,
+    warnings) to structlog: one ``library_log`` event each, its text redacted."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a library's bad format arguments must not lose the record
+            message = str(record.msg)
+        fields: dict[str, Any] = {"logger": record.name, "message": redact_error(message)}
+        if record.exc_info and record.exc_info[1] is not None:
+            fields["error_class"] = type(record.exc_info[1]).__name__
+        get_logger().log(record.levelno, "library_log", **fields)
+
+
+def _route_library_records() -> None:
+    """The root logger's only handler is ours (replacing Python's last-resort handler,
+    which printed plain text on stderr)."""
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        if isinstance(handler, LibraryRecords):
+            root.removeHandler(handler)
+    root.addHandler(LibraryRecords(LIBRARY_LEVEL))
+    root.setLevel(LIBRARY_LEVEL)
+    logging.captureWarnings(True)
 
 
 def reconfigure_logging(level: str, fmt: str) -> None:

@@ -352,8 +352,10 @@ class Worker:
     async def _start_servers(self, root: trio.Nursery) -> None:
         if self.gateway is not None and self.settings.gateway_listen:
             self.gateway_address = await root.start(self._run_gateway)
+            self.control.listening["gateway"] = self.gateway_address
         if self.settings.admin_listen != "off":
             self.admin_address = await root.start(self._run_admin)
+            self.control.listening["admin"] = self.admin_address
         else:
             self._admin_stopped.set()
 

@@ -42,7 +42,8 @@ async def serve_gateway(
     config.keep_alive_timeout = 5.0
     app = ShieldedSend(create_gateway_app(daemon))
     async with trio.open_nursery() as nursery:
-        binds = await start_listener(nursery, app, config, shutdown_trigger, "gateway.listen")
+        binds = await start_listener(nursery, app, config, shutdown_trigger, "gateway.listen",
+                                     listen)
         address = binds[0] if binds else listen
         daemon.log.info("gateway_listening", address=address)
         task_status.started(address)

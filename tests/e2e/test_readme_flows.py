@@ -110,7 +110,8 @@ def test_a_second_daemon_on_the_same_admin_port_says_so_in_one_line(
     error_lines = [line for line in second.stderr.splitlines() if line.startswith("gochatd:")]
     assert error_lines == [
         f"gochatd: admin.listen: 127.0.0.1:{port} is already in use (another gochatd on this "
-        "host?); set admin.listen (GOCHAT_ADMIN_LISTEN) to a free port, 127.0.0.1:0 for any, or off"
+        "host?); set admin.listen (GOCHAT_ADMIN_LISTEN) to a free port, 127.0.0.1:0 for any, "
+        "unix:/path/to.sock, or off"
     ], second.stderr
     assert "Traceback" not in second.stdout + second.stderr
     assert first.alive()

@@ -21,7 +21,9 @@ from gochatd.jobpool import UNWIND_S
 from gochatd.service import ADMIN_GRACE_S, FINAL_FLUSH_S
 from tests.support.daemon_process import GOCHATD, REPO_ROOT, run_cli
 
-UNITS = ("gochatd.service", "gochatd-worker.service")
+UNITS = ("gochatd.service", "gochatd-worker.service", "gochatd-worker@.service")
+#: The template, N workers per host (``systemctl start gochatd-worker@{1..4}``).
+TEMPLATE = "gochatd-worker@.service"
 INSTALLED_BINARY = "/usr/local/bin/gochatd"
 #: The repository's own virtualenv binary, as the test suite runs it.
 VENV_BINARY = REPO_ROOT / ".venv" / "bin" / "gochatd"
@@ -139,7 +141,9 @@ def test_systemd_analyze_security_rates_the_units_ok(verifiable_units: list[Path
     )
     assert result.returncode == 0, result.stdout + result.stderr
     scores = re.findall(r"Overall exposure level for (\S+): ([\d.]+)", result.stdout)
-    assert sorted(name for name, _ in scores) == sorted(UNITS), result.stdout
+    # A template is rated as the instance "i" (gochatd-worker@i.service).
+    rated = sorted(name.replace("@i.", "@.") for name, _ in scores)
+    assert rated == sorted(UNITS), result.stdout
 
 
 # -- what issue #3 asks of the units -----------------------------------------------------------
@@ -178,6 +182,20 @@ def test_the_worker_unit_runs_worker_only() -> None:
     assert read_unit("gochatd-worker.service").one("Service.ExecStart") == (
         f"{INSTALLED_BINARY} --worker-only"
     )
+    assert read_unit(TEMPLATE).one("Service.ExecStart") == (
+        f"{INSTALLED_BINARY} --worker-only --admin-listen unix:%t/gochatd/worker-%i/admin.sock"
+    )
+
+
+def test_each_template_instance_has_a_runtime_directory_of_its_own() -> None:
+    """The admin socket's directory is the instance's RuntimeDirectory (/run/gochatd/
+    worker-N: created at start, removed at stop), and instance N may have its own env file."""
+    unit = read_unit(TEMPLATE)
+    assert unit.one("Service.RuntimeDirectory") == "gochatd/worker-%i"
+    assert unit.one("Service.RuntimeDirectoryMode") == "0750"
+    assert unit.all("Service.EnvironmentFile") == [
+        "-/etc/gochatd/gochatd.env", "-/etc/gochatd/gochatd-worker.env",
+        "-/etc/gochatd/gochatd-worker-%i.env"]
 
 
 @pytest.mark.parametrize("name", UNITS)
