@@ -45,7 +45,7 @@ async def test_a_store_whose_backends_were_terminated_claims_and_finishes(
         [claimed] = await store.claim_due_jobs(["default"], 1, "w", 30.0)
         assert claimed.id == job_id
         applied = await store.finish_jobs(
-            [Finish(job_id, "w", claimed.fence, Outcome.COMPLETED)])
+            [Finish(job_id, "w", claimed.fence, Outcome.COMPLETED, claimed.job.tenant_id)])
         assert applied == {job_id}
         assert not backends & _backends(pg_clean)
     finally:
