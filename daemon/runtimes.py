@@ -88,7 +88,12 @@ def _on_asyncio(fn: Callable[..., Any]) -> Handler:
     import trio_asyncio
 
     async def run_on_asyncio(ctx: JobContext) -> None:
-        await trio_asyncio.aio_as_trio(fn)(ctx)
+        # The task runs on the daemon's loop (loop_for); the job's cancel scope cancels it
+        # and waits for it to finish (trio_asyncio.run_aio_future).
+        loop = trio_asyncio.current_loop.get()
+        if loop is None:
+            raise RuntimeError("an asyncio handler needs the daemon's trio-asyncio loop (loop_for)")
+        await loop.run_aio_coroutine(fn(ctx))
         # A handler that swallowed its cancellation still ends as cancelled.
         await trio.lowlevel.checkpoint_if_cancelled()
 
