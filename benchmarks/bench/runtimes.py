@@ -6,7 +6,9 @@
    asyncio (through the daemon's trio-asyncio loop) and as a plain ``def`` (a thread); the
    process CPU per job from the first start to the last completion, in alternating rounds.
    Every round's worker registers all three, so each drain runs with the same loops open;
-   the difference to the Trio drain is a runtime's overhead per job.
+   the difference to the Trio drain is a runtime's overhead per job;
+3. the handler call alone (``*_handler_call_cpu_us``): the wrapped no-op handler awaited
+   ``count`` times in a row inside the daemon's trio-asyncio loop, no worker, no database.
 
 Figures are medians over the rounds (``runtimes.*``).
 """
@@ -27,8 +29,10 @@ from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import drop_streams, scratch_database, stream_prefix
 from gochatd.client import Client
 from gochatd.context import JobContext
+from gochatd.logs import get_logger
 from gochatd.new_job import NewJob
 from gochatd.registry import Registry, handler_spec
+from gochatd.runtimes import loop_for
 from gochatd.service import Worker
 from gochatd.sync_client import SyncClient
 
@@ -106,6 +110,25 @@ async def _handler_cpu_us(url: str, redis_url: str, prefix: str, opts: BenchOpti
     return (end - first.cpu) / max(1, count - 1) * 1e6
 
 
+async def _bridge_us(calls: int) -> dict[str, float]:
+    """The handler call alone, no worker: CPU per call of the wrapped no-op handler of each
+    runtime, awaited sequentially inside the daemon's trio-asyncio loop (``loop_for``)."""
+    first = _FirstStart()
+    registry = _registry(first)
+    ctx = JobContext(job_id=1, job_type="bench:trio", queue="default", tenant_id="default",
+                     payload={}, attempt=1, max_attempts=1, fence=1, log=get_logger())
+    got: dict[str, float] = {}
+    async with loop_for(registry.runtimes()):
+        for runtime, job_type in HANDLER_TYPES.items():
+            spec = registry.get(job_type)
+            assert spec is not None
+            t0 = time.process_time()
+            for _ in range(calls):
+                await spec.fn(ctx)
+            got[runtime] = (time.process_time() - t0) / calls * 1e6
+    return got
+
+
 async def _rounds(rounds: int, steps: dict[str, Callable[[], Awaitable[float]]]
                   ) -> dict[str, float]:
     """Each step once per round, alternating; the median of each."""
@@ -134,6 +157,7 @@ async def run_runtimes(opts: BenchOptions, backend: str, report: Report) -> None
                 "asyncio": lambda: trio.to_thread.run_sync(
                     asyncio.run, _async_rate(url, redis_url, prefix, count)),
             })
+            bridge = await _bridge_us(count)
             cpu = await _rounds(rounds, {
                 runtime: lambda runtime=runtime: _handler_cpu_us(  # type: ignore[misc]
                     url, redis_url, prefix, opts, runtime, count)
@@ -150,5 +174,6 @@ async def run_runtimes(opts: BenchOptions, backend: str, report: Report) -> None
         **{f"{runtime}_handler_cpu_us_per_job": value for runtime, value in cpu.items()},
         "asyncio_handler_overhead_us": cpu["asyncio"] - cpu["trio"],
         "thread_handler_overhead_us": cpu["thread"] - cpu["trio"],
+        **{f"{runtime}_handler_call_cpu_us": value for runtime, value in bridge.items()},
     })
     report.put("runtimes", figures)
