@@ -15,6 +15,7 @@ import gochatd
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
 from gochatd.registry import handler_spec
+from gochatd.runtimes import loop_for
 from gochatd.store import JobStore
 from tests.integration.helpers import (
     make_registry,
@@ -149,3 +150,42 @@ async def test_a_plain_def_runs_in_a_thread_and_its_timeout_says_so(
     assert dead.last_error == ("handler timed out after 0.5s in its thread "
                                "(the thread runs on until the function returns)")
     await trio.lowlevel.checkpoint()
+
+
+def _ctx() -> JobContext:
+    from gochatd.logs import get_logger
+
+    return JobContext(job_id=1, job_type="aio:x", queue="default", tenant_id="default",
+                      payload={}, attempt=1, max_attempts=1, fence=1, log=get_logger())
+
+
+async def test_an_asyncio_handler_cancelled_before_its_first_step_never_runs() -> None:
+    ran: list[int] = []
+
+    async def handler(ctx: JobContext) -> None:
+        ran.append(ctx.job_id)
+
+    spec = handler_spec("aio:x", handler, runtime="asyncio")
+    async with loop_for({"asyncio"}):
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await spec.fn(_ctx())
+        assert scope.cancelled_caught
+    assert ran == []  # and no "coroutine was never awaited" warning (warnings are errors)
+
+
+async def test_an_asyncio_handler_that_swallows_its_cancellation_still_ends_cancelled() -> None:
+    after: list[str] = []
+
+    async def stubborn(ctx: JobContext) -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            after.append("swallowed")
+
+    spec = handler_spec("aio:x", stubborn, runtime="asyncio")
+    async with loop_for({"asyncio"}):
+        with trio.move_on_after(0.05) as scope:
+            await spec.fn(_ctx())
+            after.append("returned normally")  # never: the scope is checked after it
+    assert scope.cancelled_caught and after == ["swallowed"]
