@@ -105,7 +105,7 @@ async def _handler_cpu_us(url: str, redis_url: str, prefix: str, opts: BenchOpti
         finally:
             worker.request_stop()
             with trio.move_on_after(60):
-                await worker.stopped.wait()
+                await worker.lifecycle.stopped.wait()
     assert first.cpu is not None
     return (end - first.cpu) / max(1, count - 1) * 1e6
 
