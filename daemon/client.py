@@ -30,6 +30,7 @@ from gochatd.logs import get_logger
 from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
+from gochatd.store.presence import require_database_file
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
@@ -144,6 +145,7 @@ class Client(ClientCore):
     async def __aenter__(self) -> Client:
         if self.store is None:
             assert self._database_url is not None
+            require_database_file(self._database_url)  # opening would create an empty file
             store = open_routed_store(self._database_url)
             await store.open()
             self._owned.push_async_callback(store.close)

@@ -29,6 +29,7 @@ from gochatd.handoff_here import run_here
 from gochatd.model import EnqueueResult, Job, JobFilter
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
+from gochatd.store.presence import require_database_file
 from gochatd.validation import validate_filter
 
 T = TypeVar("T")
@@ -75,6 +76,7 @@ class SyncClient(ClientCore):
                 return self
             self._state = "open"
         try:
+            require_database_file(self._database_url or "")  # opening would create a file
             run_here(self._store.schema_version())
             streams = self._new_streams()
             if streams is not None:
