@@ -57,10 +57,12 @@ class Client:
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
         on_enqueued: Callable[[Job], None] | None = None,
+        database_prepare: str = "auto",
     ) -> None:
         if store is None and database_url is None:
             raise ConfigError("Client needs a database_url or a store")
         self._database_url = database_url
+        self._prepare = database_prepare
         self._redis_url = redis_url
         self._stream_prefix = stream_prefix
         self._consumer_group = consumer_group
@@ -79,7 +81,7 @@ class Client:
     async def __aenter__(self) -> Client:
         if self.store is None:
             assert self._database_url is not None
-            store = open_routed_store(self._database_url)
+            store = open_routed_store(self._database_url, prepare=self._prepare)
             await store.open()
             self._owned.push_async_callback(store.close)
             self.store = store
