@@ -48,6 +48,8 @@ class PgBouncer:
             "[databases]\n"
             f"{self.dbname} = host={self.server.hostname} port={self.server.port or 5432}"
             f" dbname={self.dbname}\n"
+            # Any other database name (a test's fresh one) goes to the same server.
+            f"* = host={self.server.hostname} port={self.server.port or 5432}\n"
             "[pgbouncer]\n"
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\n"
             f"unix_socket_dir = {self.dir}\n"
