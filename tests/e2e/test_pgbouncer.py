@@ -79,3 +79,23 @@ def test_daemon_clients_and_cli_through_pgbouncer(
     # Prepared statements were never tried: the pooler was seen when the store opened.
     assert daemon.events("prepared_statements_off") == []
     assert_clean(upgraded.stderr + again.stderr + listed.stderr, "cli")
+
+
+@pytest.mark.slow
+def test_migrate_copies_and_validates_through_pgbouncer(
+    tmp_path: Path, pgbouncer: PgBouncer, fresh_pg_url: str
+) -> None:
+    """``gochatd migrate`` (its own connections, not the store's) with the destination
+    behind the pooler: batches of the same statement, a consistent read, validation."""
+    source = f"sqlite:///{tmp_path / 'home.db'}"
+    ids = enqueue_many(source, "sys:noop", [{"n": n} for n in range(1200)])
+    pooled = _same_server_other_db(pgbouncer.url, urlsplit(fresh_pg_url).path.lstrip("/"))
+    scope = ["--from", source, "--to", pooled, "--all"]
+    copied = run_cli(["migrate", "copy", *scope, "--migrate-destination",
+                      "--batch-size", "100"], timeout_s=120)
+    assert copied.returncode == 0, copied.stderr
+    checked = run_cli(["migrate", "validate", *scope], timeout_s=120)
+    assert checked.returncode == 0, checked.stderr
+    assert "equal" in checked.stdout and "DIFFERENT" not in checked.stdout
+    assert set(jobs(fresh_pg_url)) == set(ids)
+    assert_clean(copied.stderr + checked.stderr, "migrate")
