@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")
+#: ``--pgbouncer``: each PostgreSQL backend's twin through a pgbouncer in transaction mode.
+POOLED = {"postgres": "pgbouncer", "postgres+redis": "pgbouncer+redis"}
 SCENARIOS = ("throughput", "latency", "daemon", "backlog", "soak", "idle-in-tx", "migrate")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
 CORE_SCENARIOS = ("throughput", "latency", "daemon")
@@ -95,6 +97,11 @@ def from_args(args: argparse.Namespace) -> BenchOptions:
     scenario_text = args.scenario or ("all" if smoke else ",".join(CORE_SCENARIOS))
     scenarios = _split(scenario_text, SCENARIOS, "--scenario")
     backends = _split(args.backend, BACKENDS, "--backend")
+    if getattr(args, "pgbouncer", False):
+        twins = tuple(POOLED[b] for b in backends if b in POOLED)
+        if not twins:
+            raise ValueError("--pgbouncer: expected a PostgreSQL --backend to compare with")
+        backends += twins
     changes = {
         "jobs": args.jobs, "soak_jobs": args.soak_jobs, "backlog_big": args.backlog_jobs,
         "idle_tx_rate": args.idle_tx_rate, "migrate_jobs": args.migrate_jobs,
