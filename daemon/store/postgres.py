@@ -88,6 +88,11 @@ class PostgresStore(SqlJobStore):
     def __repr__(self) -> str:
         return f"PostgresStore({mask_url(self._dsn)!r})"
 
+    @property
+    def prepares(self) -> bool:
+        """Whether the hot statements are prepared on the server (now)."""
+        return self._prepare
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
