@@ -73,12 +73,20 @@ def test_daemon_clients_and_cli_through_pgbouncer(
     assert all(r.ended_at is not None and r.fence == 1 for r in runs)
     assert all((r.attempts, r.fence) == (1, 1) for r in jobs(direct).values())
 
+    replies = run_cli(["outbox", "list", "--json"], env)
+    assert (replies.returncode, json.loads(replies.stdout)) == (0, []), replies.stderr
+    # Retention through the pooler: every finished job is old enough at 1 ms.
+    pruned = run_cli(["jobs", "prune"], {**env, "GOCHAT_RETENTION_COMPLETED_S": "0.001"})
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout)["completed"] == 203
+    assert jobs(direct) == {}
+
     daemon.send(signal.SIGTERM)
     assert daemon.wait(30) == 0
     daemon.assert_clean_output()
     # Prepared statements were never tried: the pooler was seen when the store opened.
     assert daemon.events("prepared_statements_off") == []
-    assert_clean(upgraded.stderr + again.stderr + listed.stderr, "cli")
+    assert_clean(upgraded.stderr + again.stderr + listed.stderr + pruned.stderr, "cli")
 
 
 @pytest.mark.slow
