@@ -36,10 +36,10 @@ def backend_url(contract_case: str, request: pytest.FixtureRequest) -> str:
     backend = contract_case.partition("-")[0]
     if backend == "sqlite":
         return str(request.getfixturevalue("sqlite_url"))
-    request.getfixturevalue("pg_clean")
-    if backend == "pgbouncer":
+    direct = str(request.getfixturevalue("pg_clean"))
+    if backend == "pgbouncer":  # the same (clean) database, through the pooler
         return str(request.getfixturevalue("shared_pgbouncer").url)
-    return str(request.getfixturevalue("pg_clean"))
+    return direct
 
 
 @pytest.fixture
