@@ -131,12 +131,14 @@ class Client(ClientCore):
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
         on_enqueued: Callable[[Job], None] | None = None,
+        database_prepare: str = "auto",
     ) -> None:
         if store is None and database_url is None:
             raise ConfigError("Client needs a database_url or a store")
         super().__init__(database_url, redis_url, max_payload_bytes=max_payload_bytes,
                          stream_prefix=stream_prefix, consumer_group=consumer_group,
                          on_enqueued=on_enqueued)
+        self._prepare = database_prepare
         self.store: JobStore | None = store
         self.streams = streams
         self._owned = contextlib.AsyncExitStack()
@@ -146,7 +148,7 @@ class Client(ClientCore):
         if self.store is None:
             assert self._database_url is not None
             require_database_file(self._database_url)  # opening would create an empty file
-            store = open_routed_store(self._database_url)
+            store = open_routed_store(self._database_url, prepare=self._prepare)
             await store.open()
             self._owned.push_async_callback(store.close)
             self.store = store

@@ -50,6 +50,8 @@ def _fresh(attr: str) -> Callable[[], Any]:
 @dataclass(frozen=True)
 class Settings:
     database_url: str = _default("database_url")
+    database_listen_url: str = _default("database_listen_url")
+    database_prepare: str = _default("database_prepare")
     redis_url: str = _default("redis_url")
     handlers: list[str] = field(default_factory=_fresh("handlers"))
     handlers_http: dict[str, dict[str, Any]] = field(default_factory=_fresh("handlers_http"))

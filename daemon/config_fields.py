@@ -209,6 +209,13 @@ def _listen(raw: Any) -> str:
     return text
 
 
+def _prepare_mode(raw: Any) -> str:
+    text = str(raw).strip().lower()
+    if text not in {"auto", "on", "off"}:
+        raise ValueError("expected auto, on or off")
+    return text
+
+
 def _log_format(raw: Any) -> str:
     text = str(raw).strip().lower()
     if text not in {"auto", "json", "console"}:
@@ -227,6 +234,11 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("database_url", _parse_url(("sqlite", "postgresql", "postgres"), False),
               "sqlite:///gochatd.db", secret=True,
               help="postgresql://… or sqlite:///path (relative to the working directory)"),
+    FieldSpec("database_listen_url", _parse_url(("postgresql", "postgres"), True), "",
+              secret=True, help="direct postgresql://… for LISTEN when database_url is a "
+                                "pooler in transaction mode; empty there: poll (docs/pgbouncer.md)"),
+    FieldSpec("database_prepare", _prepare_mode, "auto",
+              help="server-side prepared statements: auto (off behind a pooler), on, off"),
     FieldSpec("redis_url", _parse_url(("redis", "rediss", "unix"), True), "", secret=True,
               help="empty: no Redis, workers poll the database"),
     FieldSpec("handlers", _parse_list, [], help="modules that register handlers"),

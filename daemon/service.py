@@ -119,7 +119,8 @@ class Worker:
         self.reloader = Reloader(settings, self._apply_reloadable, reload_args=reload_args,
                                  worker_id=worker_id)
         self.store: RoutingStore = open_routed_store(
-            settings.database_url, pool_size=settings.worker_db_pool_size)
+            settings.database_url, pool_size=settings.worker_db_pool_size,
+            listen_url=settings.database_listen_url, prepare=settings.database_prepare)
         self.streams = (RedisStreams.from_settings(settings, consumer=worker_id)
                         if settings.redis_url else None)
         self.counters = Counters(worker_id)
@@ -136,10 +137,8 @@ class Worker:
         self.metrics.watch(lambda: self.counters, self.jobs.__len__,
                            lambda: self.lifecycle.mode.value)
         # The gateway (POST /v1/jobs) runs in the default mode, not with --worker-only.
-        self.gateway: Gateway | None = (
-            Gateway(settings, self.metrics.registry)
-            if gateway and settings.gateway_listen != "off" else None
-        )
+        self.gateway: Gateway | None = (Gateway(settings, self.metrics.registry)
+                                        if gateway and settings.gateway_listen != "off" else None)
         self.outbox_metrics = OutboxMetrics(self.metrics.registry)
         # Job types without a Python handler may be run by an HTTP endpoint (handlers.http).
         self.http_handlers = HttpHandlers(settings.handlers_http)

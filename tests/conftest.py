@@ -131,6 +131,18 @@ def pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
     bouncer.stop()
 
 
+@pytest.fixture(scope="session")
+def shared_pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
+    """One pgbouncer (transaction mode) for the run's tests that only go through it."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        pytest.fail("pgbouncer is required (apt-get install pgbouncer; .ci/test installs it)")
+    bouncer = PgBouncer(binary, pg_migrated)
+    bouncer.start()
+    yield bouncer
+    bouncer.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def backend_url(request: pytest.FixtureRequest) -> str:
     if request.param == "sqlite":

@@ -24,7 +24,7 @@ import trio
 
 from benchmarks.bench.options import BenchOptions, from_args
 from benchmarks.bench.report import Report, progress
-from benchmarks.bench.scratch import check_redis
+from benchmarks.bench.scratch import check_redis, pooled_change
 from gochatd.errors import ConfigError
 
 
@@ -43,7 +43,7 @@ async def run_bench(args: argparse.Namespace) -> int:
                  + (", smoke" if opts.smoke else ""),
         "size_values": {k: getattr(sizes, k) for k in sizes.__dataclass_fields__},
     })
-    if "postgres+redis" in opts.backends:
+    if any(b.endswith("+redis") for b in opts.backends):
         await check_redis(opts.redis_url)
     interrupted = False
     async with trio.open_nursery() as nursery:
@@ -79,6 +79,7 @@ async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> No
         for backend in opts.backends:
             progress(f"  throughput on {backend}")
             await run_throughput(opts, backend, report, profile=backend == opts.stream_backend)
+        pooled_change(report)
     elif scenario == "latency":
         from benchmarks.bench.latency import run_latency
 

@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 
 BACKENDS = ("sqlite", "postgres", "postgres+redis")
+#: ``--pgbouncer``: each PostgreSQL backend's twin through a pgbouncer in transaction mode.
+POOLED = {"postgres": "pgbouncer", "postgres+redis": "pgbouncer+redis"}
 SCENARIOS = ("throughput", "latency", "daemon", "runtimes", "backlog", "soak", "idle-in-tx",
              "migrate")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
@@ -79,13 +81,16 @@ class BenchOptions:
         return self.backends[0]
 
 
-def _split(text: str, allowed: tuple[str, ...], what: str) -> tuple[str, ...]:
+def _split(text: str, allowed: tuple[str, ...], what: str,
+           extra: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Names from ``allowed`` (or ``extra``, which ``all`` leaves out), in the order given."""
     names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
     if "all" in names:
         return allowed
-    bad = [n for n in names if n not in allowed]
+    bad = [n for n in names if n not in allowed + extra]
     if bad or not names:
-        raise ValueError(f"{what}: expected a comma-separated list of {', '.join(allowed)} "
+        raise ValueError(f"{what}: expected a comma-separated list of "
+                         f"{', '.join(allowed + extra)} "
                          f"or all (got {text!r})")
     return names
 
@@ -96,7 +101,12 @@ def from_args(args: argparse.Namespace) -> BenchOptions:
     base = SMOKE if smoke else FULL
     scenario_text = args.scenario or ("all" if smoke else ",".join(CORE_SCENARIOS))
     scenarios = _split(scenario_text, SCENARIOS, "--scenario")
-    backends = _split(args.backend, BACKENDS, "--backend")
+    backends = _split(args.backend, BACKENDS, "--backend", tuple(POOLED.values()))
+    if getattr(args, "pgbouncer", False):
+        twins = tuple(POOLED[b] for b in backends if b in POOLED and POOLED[b] not in backends)
+        if not twins:
+            raise ValueError("--pgbouncer: expected a PostgreSQL --backend to compare with")
+        backends += twins
     changes = {
         "jobs": args.jobs, "soak_jobs": args.soak_jobs, "backlog_big": args.backlog_jobs,
         "idle_tx_rate": args.idle_tx_rate, "migrate_jobs": args.migrate_jobs,

@@ -69,6 +69,10 @@ ROWS: tuple[Row, ...] = (
         "postgres.e2e_jobs_per_s", "jobs/s", _at_least(3_000), "throughput"),
     Row("polling_idle_p99", "PG polling idle enqueue->start p99", "<= 20 ms",
         "postgres.idle_latency_p99_ms", "ms", _at_most(20.0), "throughput"),
+    *(Row(f"{pooled.replace('+', '_')}_{name}", f"{name}: {pooled} vs {direct} (change)",
+          "within 15 %", f"{pooled}.{name}_change_pct", "%", lambda v: v >= -15.0, "throughput")
+      for direct, pooled in (("postgres+redis", "pgbouncer+redis"), ("postgres", "pgbouncer"))
+      for name in ("drain", "e2e")),
     Row("daemon_e2e", "end-to-end, 8 producers, gochatd serve process", ">= 5,000 jobs/s",
         "daemon.e2e_jobs_per_s", "jobs/s", _at_least(5_000), "daemon"),
     Row("cpu_per_job", "daemon CPU per job (serve process, e2e)", "<= 150 us",

@@ -18,7 +18,9 @@ from typing import Any
 import psycopg
 import trio
 
+from benchmarks.bench.options import POOLED
 from benchmarks.bench.queries import bench_queries
+from benchmarks.bench.report import Report
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.redact import mask_url
 from gochatd.store.sqlite import SqliteStore
@@ -40,6 +42,7 @@ async def scratch_database(backend: str, pg_server: str) -> AsyncIterator[str]:
     """Yield the URL of an empty database for ``backend``; remove it afterwards."""
     if backend == "sqlite":
         with tempfile.TemporaryDirectory(prefix="gochatd-bench-") as tmp:
+            await trio.Path(tmp, "bench.db").touch()  # empty: a client refuses a missing file
             yield f"sqlite:///{tmp}/bench.db"
         return
     name = f"gochatd_bench_{uuid.uuid4().hex[:10]}"
@@ -51,6 +54,46 @@ async def scratch_database(backend: str, pg_server: str) -> AsyncIterator[str]:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(
                 _server_admin, pg_server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+#: Server connections of the bench's pgbouncer: PgBouncer's own default_pool_size.
+PGBOUNCER_POOL = 20
+
+
+@asynccontextmanager
+async def bench_database(backend: str, pg_server: str) -> AsyncIterator[tuple[str, str]]:
+    """``scratch_database`` for the throughput rows, as (database_url, database_listen_url).
+    The ``pgbouncer`` backends put a pgbouncer in transaction mode, started for this run,
+    in front of the scratch database; LISTEN goes to the database directly."""
+    if not backend.startswith("pgbouncer"):
+        async with scratch_database(backend, pg_server) as url:
+            yield url, ""
+        return
+    from benchmarks.pgbouncer import PgBouncer, pgbouncer_binary
+
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise StoreUnavailable("bench --pgbouncer: pgbouncer is not installed (package pgbouncer)")
+    async with scratch_database("postgres", pg_server) as url:
+        bouncer = PgBouncer(binary, url, pool_size=PGBOUNCER_POOL)
+        try:
+            await trio.to_thread.run_sync(bouncer.start)
+            yield bouncer.url, url
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(bouncer.stop)
+
+
+def pooled_change(report: Report) -> None:
+    """Drain and end to end through pgbouncer against the direct connection of the same
+    run, in % (negative: slower through the pooler)."""
+    figures = report.figures
+    for direct, pooled in POOLED.items():
+        for name in ("drain_jobs_per_s", "e2e_jobs_per_s"):
+            a, b = figures.get(f"{direct}.{name}"), figures.get(f"{pooled}.{name}")
+            if isinstance(a, int | float) and isinstance(b, int | float) and a > 0:
+                figures[f"{pooled}.{name.removesuffix('_jobs_per_s')}_change_pct"] = (
+                    100.0 * (b - a) / a)
 
 
 async def check_redis(redis_url: str) -> None:

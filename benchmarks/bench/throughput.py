@@ -26,7 +26,7 @@ from benchmarks.bench.inprocess import (
 from benchmarks.bench.options import BenchOptions
 from benchmarks.bench.profiling import profile_drain
 from benchmarks.bench.report import Report
-from benchmarks.bench.scratch import drop_streams, scratch_database, stream_prefix
+from benchmarks.bench.scratch import bench_database, drop_streams, stream_prefix
 from benchmarks.bench.stats import StartTracker, summary_ms
 from gochatd.client import Client
 from gochatd.new_job import NewJob
@@ -51,13 +51,14 @@ async def bulk_enqueue(client: Client, count: int, batch: int = BULK_BATCH) -> f
 async def run_throughput(opts: BenchOptions, backend: str, report: Report,
                          *, profile: bool) -> None:
     n = opts.sizes.jobs
-    redis_url = opts.redis_url if backend == "postgres+redis" else ""
+    redis_url = opts.redis_url if backend.endswith("+redis") else ""
     prefix = stream_prefix()
     figures: dict[str, Any] = {"jobs": n}
     tracker = StartTracker()
     try:
-        async with scratch_database(backend, opts.pg_server) as url:
-            settings = bench_settings(url, redis_url, prefix, opts.concurrency)
+        async with bench_database(backend, opts.pg_server) as (url, listen_url):
+            settings = bench_settings(url, redis_url, prefix, opts.concurrency,
+                                      database_listen_url=listen_url)
             async with Client(url, redis_url or None, stream_prefix=prefix) as producer:
                 assert producer.store is not None
                 await producer.store.migrate()

@@ -64,7 +64,9 @@ class _Connections:
         self._lock = threading.Lock()
 
     def _connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(self.url, autocommit=True, connect_timeout=3)
+        # Nothing prepared: in scenario pgbouncer_restart this URL is a pooler's.
+        return psycopg.connect(self.url, autocommit=True, connect_timeout=3,
+                               prepare_threshold=None)
 
     def effect(self, job_id: int) -> None:
         with self._lock:

@@ -94,6 +94,8 @@ def run_scenario(scenario: Scenario, opts: Options, services: Services) -> Scena
                 result.daemon_exit_codes = fleet.stop_all(timeout_s=timing.shutdown_grace_s + 15)
             finally:
                 fleet.cleanup()
+                for cleanup in reversed(ctx.cleanups):
+                    cleanup()
         _judge(result, ctx, timing)
         if opts.keep:
             _dump(ctx, workdir / "snapshot.json")

@@ -54,6 +54,15 @@ class RunInfo:
     note: str = ""
 
 
+#: Rows of the issues' targets that ``gochatd bench`` measures, not this run: the page only
+#: points at them (the same paragraph every time it is generated).
+TOPOLOGIES = [
+    "Production topologies are measured by `gochatd bench`, each against the direct setup "
+    "in the same run: PgBouncer in transaction mode, drain and end to end within 15 % of a "
+    "direct connection (`gochatd bench --pgbouncer`): [bench.md](bench.md#pgbouncer).",
+    "",
+]
+
 def median_of(rows: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -251,6 +260,7 @@ def render(rows: list[dict[str, Any]], infos: dict[str, dict[str, str]], facts: 
         "## The performance issues' targets measured here",
         "",
         *_targets(medians),
+        *TOPOLOGIES,
         "## Settings, producer API and durability",
         "",
         *_table(["system", "workers", "producer", "durability"],

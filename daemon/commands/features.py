@@ -15,7 +15,7 @@ def cmd_db(args: argparse.Namespace) -> int:
     settings = settings_from(args)
 
     async def run() -> int:
-        store = open_store(settings.database_url)
+        store = open_store(settings.database_url, prepare=settings.database_prepare)
         await store.open()
         try:
             applied = await store.migrate()

@@ -112,7 +112,10 @@ class Database:
         where = f"cannot open the {self.endpoint.role} {self.endpoint.masked}"
         if self.dialect == "postgres":
             try:
-                self._pg = psycopg.connect(self.endpoint.url, autocommit=True, connect_timeout=5)
+                # prepare_threshold=None: nothing prepared, so a pooler in transaction mode
+                # (PgBouncer) between here and the server is no matter.
+                self._pg = psycopg.connect(self.endpoint.url, autocommit=True, connect_timeout=5,
+                                           prepare_threshold=None)
             except psycopg.Error as exc:
                 raise MigrateError(f"{where}: {_short(exc)}") from None
             return

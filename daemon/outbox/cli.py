@@ -89,7 +89,7 @@ def _is_text(value: str) -> bool:
 async def run_outbox_command(args: argparse.Namespace, settings: Settings) -> int:
     flt = _filter(args) if args.outbox_command == "list" else None
     require_database_file(settings.database_url)
-    store = open_routed_store(settings.database_url)
+    store = open_routed_store(settings.database_url, prepare=settings.database_prepare)
     await store.open()
     try:
         await require_schema(store, settings.database_url)

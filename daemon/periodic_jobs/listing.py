@@ -99,7 +99,7 @@ def _no_database_file(database_url: str) -> bool:
 async def _from_database(
     settings: Settings, specs: Sequence[PeriodicSpec]
 ) -> tuple[datetime, dict[str, datetime]]:
-    store = open_store(settings.database_url, pool_size=2)
+    store = open_store(settings.database_url, pool_size=2, prepare=settings.database_prepare)
     await store.open()  # StoreUnavailable when it does not answer (the pool's own timeout)
     try:
         now = await store.database_now()

@@ -8,10 +8,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg.abc import AdaptContext, Buffer
-from psycopg.adapt import Loader
-from psycopg.conninfo import conninfo_to_dict
-from psycopg.types.string import TextLoader
+import trio
 
 from gochatd.errors import (
     IdempotencyConflict,
@@ -34,9 +31,10 @@ from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
 from gochatd.store.enqueue_many import pg_enqueue_many
+from gochatd.store.pg_connect import behind_pooler, connect
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_queries
-from gochatd.store.rows import TIME_MAX, TIME_MIN, canonical_json, job_from_row, same_job
+from gochatd.store.rows import canonical_json, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
 from gochatd.store.tenant_claims import pg_claim_limited
 from gochatd.store.upgrade import upgrade_postgres
@@ -44,36 +42,6 @@ from gochatd.store.upgrade import upgrade_postgres
 Q = load_queries("postgres")
 T = TypeVar("T")
 NOTIFY_CHANNEL = "gochatd_jobs"
-
-
-#: psycopg's own (C, when available) text loader for timestamptz.
-_STRICT_TIMESTAMPTZ = psycopg.adapters.get_loader(
-    psycopg.adapters.types["timestamptz"].oid, psycopg.pq.Format.TEXT
-)
-
-
-class _LenientTimestamptzLoader(Loader):
-    """Foreign SQL may store times Python cannot hold ('infinity', BC, after 9999): clamp
-    them rather than fail every fetch that includes such a row."""
-
-    def __init__(self, oid: int, context: AdaptContext | None = None) -> None:
-        super().__init__(oid, context)
-        assert _STRICT_TIMESTAMPTZ is not None
-        self._strict = _STRICT_TIMESTAMPTZ(oid, context)
-
-    def load(self, data: Buffer) -> datetime:
-        try:
-            value: datetime = self._strict.load(data)
-        except psycopg.DataError:
-            text = bytes(data)
-            return TIME_MIN if text.startswith(b"-") or text.endswith(b"BC") else TIME_MAX
-        return value
-
-
-#: Rows are decoded by ``job_from_row``, which copes with payloads Python cannot load.
-_ADAPTERS = psycopg.adapt.AdaptersMap(psycopg.adapters)
-_ADAPTERS.register_loader("timestamptz", _LenientTimestamptzLoader)
-_ADAPTERS.register_loader("jsonb", TextLoader)
 
 
 def _translate(exc: BaseException) -> Exception | None:
@@ -88,27 +56,8 @@ def _translate(exc: BaseException) -> Exception | None:
     return None
 
 
-def connect_failure(dsn: str, exc: psycopg.OperationalError) -> str:
-    """One line: where, and the server's (or the network's) own reason, without the
-    password: ``cannot connect to PostgreSQL at 127.0.0.1:5433: connection refused``."""
-    try:
-        info = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        info = {}
-    host = str(info.get("host") or "the local socket")
-    where = f"{host}:{info.get('port') or 5432}" if info.get("host") else host
-    lines = str(exc).strip().splitlines()
-    reason = lines[0].rpartition("failed: ")[2].strip() if lines else type(exc).__name__
-    reason = reason.removeprefix("FATAL:").strip() or type(exc).__name__
-    password = str(info.get("password") or "")
-    if password:
-        reason = reason.replace(password, "***")
-    return f"cannot connect to PostgreSQL at {where}: {reason[:1].lower()}{reason[1:200]}"
-
-
 #: What a prepared statement that is not on this server connection (or one that already is)
 #: raises: the statement did not run.
-_NEVER_AUTOMATICALLY = 2**31
 _PREPARED_STATEMENT_LOST = (
     psycopg.errors.InvalidSqlStatementName, psycopg.errors.DuplicatePreparedStatement
 )
@@ -121,39 +70,44 @@ class PostgresStore(SqlJobStore):
     dialect = "postgres"
     has_notifications = True
 
-    def __init__(self, dsn: str, *, pool_size: int = 8) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 8, listen_dsn: str | None = None,
+                 prepare: str = "auto") -> None:
         self._dsn = dsn
+        #: LISTEN's own connection (``database_listen_url``): direct, past any pooler.
+        self._listen_dsn = listen_dsn or None
         self._init_scope()
         self._pool = connection_pool("gochatd-pg", self._connect, pool_size)
         self._listener: Listener | None = None
-        #: Hot statements are prepared on the server until a pooler shows it cannot be.
-        self._prepare = True
+        #: ``database_prepare``: hot statements are prepared on the server unless "off",
+        #: or "auto" and a pooler showed up (at open, or by a lost statement).
+        self._prepare_mode = prepare
+        self._prepare = prepare != "off"
+        self.behind_pooler = False
 
     def __repr__(self) -> str:
         return f"PostgresStore({mask_url(self._dsn)!r})"
 
+    @property
+    def prepares(self) -> bool:
+        """Whether the hot statements are prepared on the server (now)."""
+        return self._prepare
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def _connect(self) -> psycopg.Connection[Any]:
-        # No automatic preparing (None would refuse prepare=True too): only the hot
-        # statements are prepared (_execute), and none once a pooler in transaction mode
-        # showed up.
-        try:
-            return psycopg.Connection.connect(
-                self._dsn, autocommit=True, context=_ADAPTERS, connect_timeout=10,
-                prepare_threshold=_NEVER_AUTOMATICALLY,
-            )
-        except psycopg.OperationalError as exc:
-            raise StoreUnavailable(connect_failure(self._dsn, exc)) from None
+        return connect(self._dsn)
+
+    def _connect_listen(self) -> psycopg.Connection[Any]:
+        return connect(self._listen_dsn or self._dsn)
 
     def _execute(
         self, conn: psycopg.Connection[Any], query: str, params: dict[str, Any]
     ) -> psycopg.Cursor[Any]:
         """Connection thread: one hot statement, prepared on the server while that works.
-        Behind a pooler in transaction mode (PgBouncer < 1.21, pool_mode = transaction) a
-        prepared statement lives on one server connection and the next transaction may get
-        another: the statement then fails before it runs, so it is run again unprepared and
-        the store prepares nothing from then on."""
+        Behind a pooler in transaction mode that ``open`` did not detect, a prepared
+        statement lives on one server connection and the next transaction may get another:
+        the statement then fails before it runs, so it is run again unprepared and the
+        store prepares nothing from then on."""
         if self._prepare:
             try:
                 return conn.execute(query, params, prepare=True)
@@ -167,13 +121,23 @@ class PostgresStore(SqlJobStore):
         return conn.execute(query, params, prepare=False)
 
     async def open(self) -> None:
-        """Connect now, so a database that is not there fails here; LISTEN from the start,
-        so work committed before the first wait is not missed."""
-        await self._call(lambda conn: None)
+        """Connect now, so a database that is not there fails here, and see whether a pooler
+        is in between. LISTEN from the start, so work committed before the first wait is
+        not missed: through ``listen_dsn`` when given, never through a pooler (the workers
+        then find new work by polling)."""
+        self.behind_pooler = await self._call(behind_pooler)
+        if self.behind_pooler and self._prepare_mode == "auto":
+            self._prepare = False
+        if self.behind_pooler and self._listen_dsn is None:
+            self.has_notifications = False
+            get_logger(component="postgres").info(
+                "notifications_off", reason="database_url goes through a pooler and "
+                "database_listen_url is not set: workers poll for new work")
+            return
         listening = await self._call(
-            lambda conn: listen_connection(self._connect, NOTIFY_CHANNEL)
+            lambda conn: listen_connection(self._connect_listen, NOTIFY_CHANNEL)
         )
-        self._listener = Listener(self._connect, NOTIFY_CHANNEL, listening)
+        self._listener = Listener(self._connect_listen, NOTIFY_CHANNEL, listening)
         self._listener.start()
 
     async def close(self) -> None:
@@ -367,6 +331,9 @@ class PostgresStore(SqlJobStore):
     async def wait_for_notification(self, timeout_s: float) -> bool:
         """True when another process announced new work (the NOTIFY trigger) since the last
         call (listening started when the store opened)."""
+        if not self.has_notifications:  # behind a pooler without a listen URL: polling
+            await trio.sleep(timeout_s)
+            return False
         if self._listener is None:
             raise StoreUnavailable("postgres store is not open")
         try:

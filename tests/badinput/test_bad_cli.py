@@ -41,7 +41,7 @@ from tests.badinput.support import (
     selected_params,
 )
 from tests.badinput.tally import tried
-from tests.support.e2e_jobs import query
+from tests.support.e2e_jobs import query, upgrade
 
 
 @dataclass(frozen=True)
@@ -418,9 +418,8 @@ def _rows(url: str) -> list[tuple[Any, ...]]:
 
 async def _seed(url: str) -> None:
     """Migrate and enqueue the canary (queued; no daemon ever runs it)."""
+    await upgrade(url)
     async with Client(url) as client:
-        assert client.store is not None
-        await client.store.migrate()
         await client.enqueue("sys:noop", {"canary": True}, idempotency_key="canary")
 
 

@@ -30,6 +30,8 @@ from tests.badinput.tally import tried
 #: key -> bad values of its GOCHAT_* variable
 ENV_BAD: dict[str, list[str]] = {
     "database_url": ["", "file:///tmp/jobs.db", "sqlite:/one-slash.db", "jobs.db"],
+    "database_listen_url": ["sqlite:///x.db", "127.0.0.1:5432", "mysql://x/y"],
+    "database_prepare": ["maybe", "true", "prepared"],
     "redis_url": ["http://127.0.0.1:6379", "127.0.0.1:6379", "redis:/0"],
     "handlers": ["no_such_module_for_gochatd", ".relative_module", "a b", "os..path"],
     "handlers.http": [

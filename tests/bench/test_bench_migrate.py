@@ -30,7 +30,7 @@ def test_bench_migrate_smoke_prints_its_rows(tmp_path: Path) -> None:
     doc = json.loads(out.read_text())
     rows = {row["id"]: row for row in doc["rows"]}
     migrate_rows = [row for row in ROWS if row.scenario == "migrate"]
-    assert len(migrate_rows) == 12
+    assert len(migrate_rows) == 10
     printed = {line.split("  ")[0].rstrip(): line for line in result.stdout.splitlines()}
     for row in migrate_rows:
         got = rows[row.id]

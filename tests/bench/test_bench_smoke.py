@@ -25,7 +25,8 @@ DEADLINE_S = 180
 def test_bench_smoke_measures_every_row_and_cleans_up(tmp_path: Path, redis_url: str) -> None:
     out = tmp_path / "bench.json"
     result = run_cli(
-        ["bench", "--smoke", "--json", str(out), "--database-url", PG_DSN, "--redis", redis_url],
+        ["bench", "--smoke", "--pgbouncer", "--json", str(out), "--database-url", PG_DSN,
+         "--redis", redis_url],
         timeout_s=DEADLINE_S,
     )
     assert result.returncode == 0, f"stdout={result.stdout[-4000:]}\nstderr={result.stderr[-4000:]}"
@@ -45,6 +46,8 @@ def test_bench_smoke_measures_every_row_and_cleans_up(tmp_path: Path, redis_url:
     assert figures["sqlite.mode"] == "polling"
     assert figures["postgres.mode"] == "polling"
     assert figures["postgres+redis.mode"] == "streams"
+    assert figures["pgbouncer.mode"] == "polling"  # through a pgbouncer started for the run
+    assert figures["pgbouncer+redis.mode"] == "streams"
     # The idle-in-transaction holder really held a snapshot: dead tuples piled up while it
     # was open and a vacuum could remove them once it ended.
     assert figures["idle_tx.dead_tuples_peak"] > 0

@@ -25,16 +25,21 @@ from tests.contract.helpers import claim_one, enqueue, finish, is_postgres, raw_
 from tests.migrate.support import open_db
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database of this test's own (the contract's ``store`` runs on it)."""
-    if request.param == "sqlite":
+@pytest.fixture
+def backend_url(contract_case: str, request: pytest.FixtureRequest,
+                tmp_path: Path) -> Iterator[str]:
+    """An empty database of this test's own (the contract's ``store`` runs on it), per
+    contract case: a SQLite file, or a new PostgreSQL database, direct or through pgbouncer."""
+    if contract_case.startswith("sqlite"):
         yield f"sqlite:///{tmp_path / 'own.db'}"
         return
     name = f"gochatd_tracking_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
-    yield _with_db(PG_DSN, name)
+    if contract_case.startswith("pgbouncer"):
+        yield request.getfixturevalue("shared_pgbouncer").url_for(name)
+    else:
+        yield _with_db(PG_DSN, name)
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -93,7 +98,7 @@ def _migrate_to(url: str, version: int) -> None:
     wanted = [m for m in load_migrations("postgres" if is_postgres(url) else "sqlite")
               if m.version <= version]
     if is_postgres(url):
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, prepare_threshold=None) as conn:
             conn.execute("CREATE TABLE gochatd_schema_migrations (version integer PRIMARY KEY,"
                          " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
             for m in wanted:

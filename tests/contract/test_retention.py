@@ -159,11 +159,14 @@ async def test_prune_query_uses_the_finished_index(store: JobStore, backend_url:
 
 
 def _pg_generic_plan(url: str, statement: str) -> str:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute("SET enable_seqscan = off")  # a tiny table would be scanned anyway
+    # One transaction leaving nothing behind: through a pooler in transaction mode the next
+    # one may be on another server connection.
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        conn.execute("SET LOCAL enable_seqscan = off")  # a tiny table would be scanned anyway
         conn.execute(f"PREPARE prune_probe(text, interval, int) AS {statement}")
         rows = conn.execute("EXPLAIN EXECUTE prune_probe('completed', '60 s', 10)").fetchall()
+        conn.execute("DEALLOCATE prune_probe")
         return "\n".join(str(r[0]) for r in rows)
 
 

@@ -20,6 +20,7 @@ from tests.integration.helpers import (
     started_worker,
     wait_all_status,
 )
+from tests.support.e2e_jobs import upgrade
 from tests.support.harness import make_settings
 
 
@@ -69,8 +70,8 @@ async def test_concurrent_enqueues_share_writes_and_each_gets_its_own_job(
 async def test_a_conflict_in_a_shared_write_fails_only_its_caller(
     backend_url: str
 ) -> None:
+    await upgrade(backend_url)
     async with gochatd.Client(backend_url) as client:
-        await client.store.migrate()  # type: ignore[union-attr]
         held = await client.enqueue("sys:noop", {"v": 1}, idempotency_key="k1")
         outcomes: dict[str, object] = {}
         release = trio.Event()
@@ -108,8 +109,8 @@ async def test_a_conflict_in_a_shared_write_fails_only_its_caller(
 async def test_a_caller_cancelled_before_its_write_leaves_nothing(
     backend_url: str
 ) -> None:
+    await upgrade(backend_url)
     async with gochatd.Client(backend_url) as client:
-        await client.store.migrate()  # type: ignore[union-attr]
         release = trio.Event()
         real = client._group._write
 

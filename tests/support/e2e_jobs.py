@@ -11,6 +11,7 @@ import psycopg
 import trio
 
 from gochatd.client import Client
+from gochatd.store import open_store
 from tests.support.recording_handlers import PG_TABLE, SQLITE_TABLE, sqlite_path
 
 
@@ -86,10 +87,20 @@ def enqueue_many(
     per job); returns the new ids in order."""
 
     async def run() -> list[int]:
+        if database_url.startswith("sqlite:"):
+            await upgrade(database_url)
         async with Client(database_url, redis_url or None) as client:
-            assert client.store is not None
-            if database_url.startswith("sqlite:"):
-                await client.store.migrate()
             return [(await client.enqueue(job_type, dict(p))).id for p in payloads]
 
     return trio.run(run)
+
+
+async def upgrade(database_url: str) -> None:
+    """``gochatd db upgrade``, in this process: creates a SQLite file (a client refuses a
+    path with no database)."""
+    store = open_store(database_url)
+    await store.open()
+    try:
+        await store.migrate()
+    finally:
+        await store.close()

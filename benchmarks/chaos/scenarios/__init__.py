@@ -10,6 +10,7 @@ _BY_NAME = {s.name: s for s in [*processes.SCENARIOS, *postgres.SCENARIOS, *redi
 
 ORDER = [
     "crash_recovery", "repeated_kills", "postgres_restart", "pg_backend_kill", "pg_partition",
+    "pgbouncer_restart",
     "redis_restart", "redis_partition", "pool_exhaustion", "retry_storm", "priority_starvation",
     "poison_job", "rolling_restart", "clock_skew",
 ]

@@ -83,6 +83,8 @@ class Context:
         self.violations: list[str] = []
         self.notes: dict[str, Any] = {}
         self.work_s_total = 0.0
+        #: Run by the runner once the fleet has stopped (services a scenario started).
+        self.cleanups: list[Callable[[], None]] = []
 
     # -- waiting ---------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ from benchmarks.chaos.postgres import APP_ROLE, MAX_CONNECTIONS, RESERVED
 from benchmarks.chaos.proxy import Mode
 from benchmarks.chaos.scenarios.base import Context, Scenario
 from benchmarks.chaos.settings import Timing
+from benchmarks.pgbouncer import PgBouncer, pgbouncer_binary
 
 
 def _running(ctx: Context) -> int:
@@ -90,6 +91,41 @@ def pg_partition(ctx: Context) -> None:
     ctx.probe_maintenance()
 
 
+def pgbouncer_restart(ctx: Context) -> None:
+    """Every daemon on a pgbouncer in transaction mode (odd slots LISTEN on a direct
+    ``database_listen_url``, even ones poll); pgbouncer is restarted with handlers in
+    flight, cutting every client and server connection at once."""
+    binary = pgbouncer_binary()
+    if binary is None:
+        raise RuntimeError("pgbouncer is required (package pgbouncer)")
+    cluster = ctx.services.cluster
+    bouncer = PgBouncer(binary, cluster.url(ctx.db.name, APP_ROLE), pool_size=12)
+    ctx.cleanups.append(bouncer.stop)  # after the fleet: its graceful stop needs it
+    bouncer.start()
+    for slot, daemon in enumerate(ctx.fleet.daemons):
+        daemon.env["GOCHAT_DATABASE_URL"] = bouncer.url
+        if slot % 2:
+            daemon.env["GOCHAT_DATABASE_LISTEN_URL"] = cluster.url(
+                ctx.db.name, APP_ROLE, port=ctx.services.pg_ports[slot])
+    ctx.fleet.start()
+    restarts = 1 if ctx.opts.smoke else 3
+    batch = max(10, ctx.opts.jobs // restarts)
+    for _ in range(restarts):
+        ctx.enqueue(batch, work_s=(0.2, 0.6))
+        ctx.wait(lambda: _running(ctx) >= len(ctx.fleet.daemons), timeout_s=30,
+                 what="handlers in flight", interval_s=0.02)
+        fault = ctx.fault("pgbouncer_restart")
+        bouncer.restart()
+        ctx.healed(fault)
+    ctx.wait_done()
+    polling = [d for d in range(len(ctx.fleet.daemons))
+               if ctx.fleet.events("notifications_off", d)]
+    ctx.notes["slots_polling"] = polling
+    ctx.check(polling == list(range(0, len(ctx.fleet.daemons), 2)),
+              f"slots without a listen URL should poll, and only those: {polling}")
+    ctx.probe_maintenance()
+
+
 def _pool_timing(t: Timing) -> Timing:
     return dataclasses.replace(t, db_pool_size=2, concurrency=12)
 
@@ -152,6 +188,8 @@ SCENARIOS = [
              pg_backend_kill, claim_loss_possible=True),
     Scenario("pg_partition", "black-hole one worker's PostgreSQL longer than a lease, heal",
              pg_partition, claim_loss_possible=True),
+    Scenario("pgbouncer_restart", "the fleet on pgbouncer (transaction mode), restarted mid-run",
+             pgbouncer_restart, start_fleet=False, claim_loss_possible=True),
     Scenario("pool_exhaustion", "pool of 2, handlers holding connections, server slots nearly gone",
              pool_exhaustion, timing=_pool_timing, claim_loss_possible=True),
 ]
