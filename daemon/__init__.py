@@ -15,6 +15,7 @@ Public API::
 """
 
 
+from gochatd import testing
 from gochatd.client import Client
 from gochatd.context import JobContext
 from gochatd.errors import (
@@ -33,5 +34,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
     "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter",
-    "job", "periodic",
+    "job", "periodic", "testing",
 ]

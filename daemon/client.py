@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -33,6 +34,10 @@ from gochatd.store import JobStore, open_routed_store
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
+
+InlineHook = Callable[[JobStore, Sequence[EnqueueResult]], Awaitable[None]]
+#: Set by ``gochatd.testing.inline()``: new jobs then run at once, after their rows commit.
+INLINE: ContextVar[InlineHook | None] = ContextVar("gochatd_inline", default=None)
 
 
 class Client:
@@ -133,7 +138,9 @@ class Client:
         if self._will_xadd():
             request = _with_dispatch(request)
         # Concurrent callers share one INSERT and one XADD pipeline (group commit).
-        return (await self._group.submit(request)).job
+        result = await self._group.submit(request)
+        await self._run_inline([result])
+        return result.job
 
     async def _write_group(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         publisher = self._publisher()
@@ -168,7 +175,14 @@ class Client:
         results = await self._store().enqueue_many(
             batch, raise_on_conflict=raise_on_conflict, after_commit=publisher)
         self._after_commit(results, publisher)
+        await self._run_inline(results)
         return results
+
+    async def _run_inline(self, results: Sequence[EnqueueResult]) -> None:
+        """Tests only (``gochatd.testing.inline``): run the new jobs now, in this task."""
+        hook = INLINE.get()
+        if hook is not None:
+            await hook(self._store(), results)
 
     def _will_xadd(self) -> bool:
         if not self.dispatch_ok and anyio.current_time() >= self._dispatch_retry_at:
