@@ -1,4 +1,4 @@
-"""Five-field cron expressions, evaluated in UTC (no daylight-saving gaps or repeats).
+"""Five-field cron expressions, evaluated in UTC or in a time zone (``tz``).
 
     ┌──────── minute        0-59
     │ ┌────── hour          0-23
@@ -15,6 +15,13 @@ Day of month and day of week follow Vixie cron: when both are restricted (neithe
 with ``*``), a day matches if *either* does; otherwise it must match both. So
 ``0 0 13 * 5`` fires on every 13th and on every Friday, while ``0 0 1 * */2`` fires on the
 1st when it is a Sunday, Tuesday, Thursday or Saturday.
+
+In a time zone (``parse_cron(expr, "Europe/Berlin")``) the fields match the zone's wall
+clock and the slots are UTC instants. Daylight-saving changes follow Vixie cron: a wall time
+that does not exist (spring forward) fires once at the first instant after the gap (a 02:30
+job runs at 03:00 that day; several times in the gap become that one slot); a wall time that
+happens twice (fall back) fires once, at its first occurrence, unless the hour field is a
+wildcard (``*``, ``*/2``): such a schedule follows the real hours and fires in both.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -110,6 +118,10 @@ class CronSchedule:
     weekdays: frozenset[int]  # 0 = Sunday
     dom_restricted: bool
     dow_restricted: bool
+    #: False when the hour field is a wildcard: it then fires in both runs of a repeated hour.
+    hour_restricted: bool = True
+    #: None: UTC.
+    tz: ZoneInfo | None = None
     _day_minutes: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,7 +129,7 @@ class CronSchedule:
         object.__setattr__(self, "_day_minutes", tuple(minutes))
 
     def describe(self) -> str:
-        return f"cron {self.expression}"
+        return f"cron {self.expression}" + (f" ({self.tz.key})" if self.tz else "")
 
     def day_matches(self, day: date) -> bool:
         if day.month not in self.months:
@@ -130,6 +142,8 @@ class CronSchedule:
 
     def next_after(self, moment: datetime) -> datetime:
         """The first matching minute strictly after ``moment``."""
+        if self.tz is not None:
+            return _zoned_next(self, self.tz, _utc(moment).replace(second=0, microsecond=0))
         start = _utc(moment).replace(second=0, microsecond=0) + timedelta(minutes=1)
         day = start.date()
         for _ in range(_SEARCH_DAYS):
@@ -143,6 +157,8 @@ class CronSchedule:
 
     def prev_at_or_before(self, moment: datetime) -> datetime | None:
         """The last matching minute at or before ``moment`` (None if none in ~9 years)."""
+        if self.tz is not None:
+            return _zoned_prev(self, self.tz, _utc(moment).replace(second=0, microsecond=0))
         start = _utc(moment).replace(second=0, microsecond=0)
         day = start.date()
         for _ in range(_SEARCH_DAYS):
@@ -167,8 +183,20 @@ def _at(day: date, minute_of_day: int) -> datetime:
     return datetime.combine(day, time(minute_of_day // 60, minute_of_day % 60), UTC)
 
 
-def parse_cron(expression: str) -> CronSchedule:
-    """Parse a five-field expression or a macro; raise ``CronError`` naming the bad field."""
+def parse_tz(name: object) -> ZoneInfo:
+    """An IANA time zone such as ``Europe/Berlin``; ``CronError`` for anything else."""
+    if not isinstance(name, str) or not 1 <= len(name) <= 100:
+        raise CronError("tz: expected an IANA time zone name such as Europe/Berlin")
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise CronError(f"tz: unknown time zone {name!r} (expected a name such as "
+                        "Europe/Berlin)") from None
+
+
+def parse_cron(expression: str, tz: str | None = None) -> CronSchedule:
+    """Parse a five-field expression or a macro, evaluated in UTC or in ``tz``; raise
+    ``CronError`` naming the bad field."""
     if not isinstance(expression, str):
         raise CronError("expected a string such as '*/5 * * * *'")
     text = " ".join(expression.split())
@@ -190,6 +218,79 @@ def parse_cron(expression: str) -> CronSchedule:
         weekdays=frozenset(d % 7 for d in weekdays),
         dom_restricted=not parts[2].startswith("*"),
         dow_restricted=not parts[4].startswith("*"),
+        hour_restricted=not parts[1].startswith("*"),
+        tz=None if tz is None else parse_tz(tz),
     )
     schedule.next_after(datetime(2000, 1, 1, tzinfo=UTC))  # refuses "0 0 30 2 *"
     return schedule
+
+
+# -- in a time zone -------------------------------------------------------------------------
+
+
+def _zoned_next(cron: CronSchedule, tz: ZoneInfo, floor: datetime) -> datetime:
+    """The first slot strictly after ``floor`` (a whole UTC minute)."""
+    local = floor.astimezone(tz)
+    day = local.date()
+    for _ in range(_SEARCH_DAYS):
+        if cron.day_matches(day):
+            found = [at for at in _day_slots(cron, tz, day) if at > floor]
+            if found:
+                return found[0]
+        day += timedelta(days=1)
+    raise CronError(f"{cron.expression!r} never fires")
+
+
+def _zoned_prev(cron: CronSchedule, tz: ZoneInfo, floor: datetime) -> datetime | None:
+    """The last slot at or before ``floor`` (a whole UTC minute)."""
+    day = floor.astimezone(tz).date()
+    for _ in range(_SEARCH_DAYS):
+        if cron.day_matches(day):
+            found = [at for at in _day_slots(cron, tz, day) if at <= floor]
+            if found:
+                return found[-1]
+        if day == date.min:
+            return None
+        day -= timedelta(days=1)
+    return None
+
+
+def _day_slots(cron: CronSchedule, tz: ZoneInfo, day: date) -> list[datetime]:
+    """A matching local day's slots as sorted UTC instants. A day without an offset change
+    is one subtraction per minute; a day with one resolves each wall time on its own."""
+    start = datetime.combine(day, time(0), tz).utcoffset()
+    end = datetime.combine(day + timedelta(days=1), time(0), tz).utcoffset()
+    assert start is not None and end is not None
+    if start == end:
+        return [_at(day, minute) - start for minute in cron._day_minutes]
+    slots: set[datetime] = set()
+    for minute in cron._day_minutes:
+        slots.update(_wall_instants(day, minute, tz, both_folds=not cron.hour_restricted))
+    return sorted(slots)
+
+
+def _wall_instants(day: date, minute: int, tz: ZoneInfo, *, both_folds: bool) -> list[datetime]:
+    """The UTC instants of one wall time: one; two in a repeated hour (the first only unless
+    ``both_folds``); for a time in a gap, the instant the gap ends."""
+    wall = datetime.combine(day, time(minute // 60, minute % 60))
+    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+    second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
+    if first == second:
+        return [first]
+    exists = [at.astimezone(tz).replace(tzinfo=None) == wall for at in (first, second)]
+    if all(exists):
+        return [first, second] if both_folds else [first]
+    return [_offset_change(min(first, second), max(first, second), tz)]
+
+
+def _offset_change(lo: datetime, hi: datetime, tz: ZoneInfo) -> datetime:
+    """The first whole minute in (lo, hi] whose UTC offset differs from lo's."""
+    before = lo.astimezone(tz).utcoffset()
+    steps_lo, steps_hi = 0, int((hi - lo).total_seconds() // 60)
+    while steps_hi - steps_lo > 1:
+        mid = (steps_lo + steps_hi) // 2
+        if (lo + timedelta(minutes=mid)).astimezone(tz).utcoffset() == before:
+            steps_lo = mid
+        else:
+            steps_hi = mid
+    return lo + timedelta(minutes=steps_hi)
