@@ -27,6 +27,7 @@ wildcard (``*``, ``*/2``): such a schedule follows the real hours and fires in b
 from __future__ import annotations
 
 import bisect
+import functools
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -228,15 +229,83 @@ def parse_cron(expression: str, tz: str | None = None) -> CronSchedule:
 # -- in a time zone -------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class _LocalDay:
+    """One day of a zone: its wall-clock midnight (as a UTC-labelled time, for arithmetic),
+    the UTC offset at its start and end, and the instant the offset changes, if it does."""
+
+    midnight: datetime
+    before: timedelta
+    after: timedelta
+    change: datetime | None
+
+    def instants(self, minute: int, both_folds: bool) -> list[datetime]:
+        """A wall time's UTC instants: one; in a repeated hour two (the first only unless
+        ``both_folds``); in a gap, the instant the gap ends."""
+        wall = self.midnight + timedelta(minutes=minute)
+        if self.change is None:
+            return [wall - self.before]
+        first, second = wall - self.before, wall - self.after
+        first_ok, second_ok = first < self.change, second >= self.change
+        if first_ok and second_ok:
+            return [first, second] if both_folds else [first]
+        if first_ok or second_ok:
+            return [first if first_ok else second]
+        return [self.change]
+
+
+@functools.lru_cache(maxsize=1024)
+def _local_day(tz: ZoneInfo, day: date) -> _LocalDay:
+    start = datetime.combine(day, time(0), tz).utcoffset()
+    end = datetime.combine(day + timedelta(days=1), time(0), tz).utcoffset()
+    assert start is not None and end is not None
+    midnight = datetime.combine(day, time(0), UTC)
+    change = None
+    if start != end:  # from 3 h before the day's midnight to the next midnight
+        change = _offset_change(midnight - start - timedelta(hours=3),
+                                midnight + timedelta(days=1) - end, tz, end)
+    return _LocalDay(midnight, start, end, change)
+
+
+def _offset_change(lo: datetime, hi: datetime, tz: ZoneInfo, after: timedelta) -> datetime:
+    """The first whole minute after ``lo`` (offset not yet ``after``) at which the zone's
+    offset is ``after``, up to ``hi``."""
+    steps_lo, steps_hi = 0, int((hi - lo).total_seconds() // 60)
+    while steps_hi - steps_lo > 1:
+        mid = (steps_lo + steps_hi) // 2
+        if (lo + timedelta(minutes=mid)).astimezone(tz).utcoffset() == after:
+            steps_hi = mid
+        else:
+            steps_lo = mid
+    return lo + timedelta(minutes=steps_hi)
+
+
+@functools.lru_cache(maxsize=64)
+def _slots(cron: CronSchedule, local: _LocalDay) -> tuple[datetime, ...]:
+    """A day with an offset change: its slots as sorted UTC instants."""
+    found: set[datetime] = set()
+    for minute in cron._day_minutes:
+        found.update(local.instants(minute, not cron.hour_restricted))
+    return tuple(sorted(found))
+
+
 def _zoned_next(cron: CronSchedule, tz: ZoneInfo, floor: datetime) -> datetime:
     """The first slot strictly after ``floor`` (a whole UTC minute)."""
-    local = floor.astimezone(tz)
-    day = local.date()
+    day = floor.astimezone(tz).date()
     for _ in range(_SEARCH_DAYS):
         if cron.day_matches(day):
-            found = [at for at in _day_slots(cron, tz, day) if at > floor]
-            if found:
-                return found[0]
+            local = _local_day(tz, day)
+            if local.change is None:  # one offset all day: bisect the minutes
+                base = local.midnight - local.before
+                key = (floor - base) // timedelta(minutes=1)
+                i = bisect.bisect_right(cron._day_minutes, key)
+                if i < len(cron._day_minutes):
+                    return base + timedelta(minutes=cron._day_minutes[i])
+            else:
+                slots = _slots(cron, local)
+                i = bisect.bisect_right(slots, floor)
+                if i < len(slots):
+                    return slots[i]
         day += timedelta(days=1)
     raise CronError(f"{cron.expression!r} never fires")
 
@@ -246,51 +315,19 @@ def _zoned_prev(cron: CronSchedule, tz: ZoneInfo, floor: datetime) -> datetime |
     day = floor.astimezone(tz).date()
     for _ in range(_SEARCH_DAYS):
         if cron.day_matches(day):
-            found = [at for at in _day_slots(cron, tz, day) if at <= floor]
-            if found:
-                return found[-1]
+            local = _local_day(tz, day)
+            if local.change is None:
+                base = local.midnight - local.before
+                key = (floor - base) // timedelta(minutes=1)
+                i = bisect.bisect_right(cron._day_minutes, key)
+                if i > 0:
+                    return base + timedelta(minutes=cron._day_minutes[i - 1])
+            else:
+                slots = _slots(cron, local)
+                i = bisect.bisect_right(slots, floor)
+                if i > 0:
+                    return slots[i - 1]
         if day == date.min:
             return None
         day -= timedelta(days=1)
     return None
-
-
-def _day_slots(cron: CronSchedule, tz: ZoneInfo, day: date) -> list[datetime]:
-    """A matching local day's slots as sorted UTC instants. A day without an offset change
-    is one subtraction per minute; a day with one resolves each wall time on its own."""
-    start = datetime.combine(day, time(0), tz).utcoffset()
-    end = datetime.combine(day + timedelta(days=1), time(0), tz).utcoffset()
-    assert start is not None and end is not None
-    if start == end:
-        return [_at(day, minute) - start for minute in cron._day_minutes]
-    slots: set[datetime] = set()
-    for minute in cron._day_minutes:
-        slots.update(_wall_instants(day, minute, tz, both_folds=not cron.hour_restricted))
-    return sorted(slots)
-
-
-def _wall_instants(day: date, minute: int, tz: ZoneInfo, *, both_folds: bool) -> list[datetime]:
-    """The UTC instants of one wall time: one; two in a repeated hour (the first only unless
-    ``both_folds``); for a time in a gap, the instant the gap ends."""
-    wall = datetime.combine(day, time(minute // 60, minute % 60))
-    first = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
-    second = wall.replace(tzinfo=tz, fold=1).astimezone(UTC)
-    if first == second:
-        return [first]
-    exists = [at.astimezone(tz).replace(tzinfo=None) == wall for at in (first, second)]
-    if all(exists):
-        return [first, second] if both_folds else [first]
-    return [_offset_change(min(first, second), max(first, second), tz)]
-
-
-def _offset_change(lo: datetime, hi: datetime, tz: ZoneInfo) -> datetime:
-    """The first whole minute in (lo, hi] whose UTC offset differs from lo's."""
-    before = lo.astimezone(tz).utcoffset()
-    steps_lo, steps_hi = 0, int((hi - lo).total_seconds() // 60)
-    while steps_hi - steps_lo > 1:
-        mid = (steps_lo + steps_hi) // 2
-        if (lo + timedelta(minutes=mid)).astimezone(tz).utcoffset() == before:
-            steps_lo = mid
-        else:
-            steps_hi = mid
-    return lo + timedelta(minutes=steps_hi)

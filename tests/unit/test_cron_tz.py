@@ -74,6 +74,7 @@ def test_fall_back_hour_wildcards_follow_the_real_hours() -> None:
     ("Europe/Berlin", "2026-03-28 12:00"), ("Europe/Berlin", "2026-10-24 12:00"),
     ("America/New_York", "2026-03-07 12:00"), ("America/New_York", "2026-10-31 12:00"),
     ("Australia/Lord_Howe", "2026-04-04 00:00"),  # a 30-minute shift
+    ("America/Santiago", "2026-09-05 00:00"), ("America/Santiago", "2026-04-04 00:00"),  # at 24:00
 ])
 @pytest.mark.parametrize("expr", ["*/15 * * * *", "30 2 * * *", "0 1-3 * * *", "45 * * * *"])
 def test_prev_and_next_agree_across_transitions(expr: str, tz: str, start: str) -> None:
@@ -89,6 +90,12 @@ def test_prev_and_next_agree_across_transitions(expr: str, tz: str, start: str) 
         seen.append(slot)
         moment = slot
     assert len(set(seen)) == len(seen)
+
+
+def test_a_midnight_that_does_not_exist_runs_at_the_end_of_the_gap() -> None:
+    # Santiago, 6 September 2026: 24:00 jumps to 01:00 (04:00 UTC); the day has no midnight.
+    assert utc_runs("0 0 * * *", "America/Santiago", "2026-09-04 12:00", 3) == [
+        "09-05 04:00", "09-06 04:00", "09-07 03:00"]
 
 
 def test_plan_slot_enqueues_the_gap_slot_once() -> None:
