@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -35,7 +35,15 @@ from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, vali
 
 DISPATCH_RETRY_S = 5.0
 
-InlineHook = Callable[[JobStore, Sequence[EnqueueResult]], Awaitable[None]]
+
+
+class InlineHook(Protocol):
+    """``gochatd.testing.inline()``'s run: checked before a write, called after it."""
+
+    def check(self) -> None: ...
+    def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> Awaitable[None]: ...
+
+
 #: Set by ``gochatd.testing.inline()``: new jobs then run at once, after their rows commit.
 INLINE: ContextVar[InlineHook | None] = ContextVar("gochatd_inline", default=None)
 
@@ -130,6 +138,7 @@ class Client:
         ``queue`` and ``max_attempts`` left out: the handler's, when this process imported
         it; else the values a daemon published for the type when it started; else
         ``"default"`` and 25 (docs/job-types.md)."""
+        inline = _inline_hook()
         request = validate_enqueue(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
@@ -139,7 +148,8 @@ class Client:
             request = _with_dispatch(request)
         # Concurrent callers share one INSERT and one XADD pipeline (group commit).
         result = await self._group.submit(request)
-        await self._run_inline([result])
+        if inline is not None:
+            await inline(self._store(), [result])
         return result.job
 
     async def _write_group(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
@@ -168,6 +178,7 @@ class Client:
         (with ``.index``) is raised; with ``raise_on_conflict=False`` the other items are
         written and that item's result has ``.conflict`` True (``.job`` is the holder).
         """
+        inline = _inline_hook()
         batch = validate_batch(requests, self.max_payload_bytes, dispatch_now=self._will_xadd())
         if not batch:
             return []
@@ -175,14 +186,9 @@ class Client:
         results = await self._store().enqueue_many(
             batch, raise_on_conflict=raise_on_conflict, after_commit=publisher)
         self._after_commit(results, publisher)
-        await self._run_inline(results)
+        if inline is not None:
+            await inline(self._store(), results)
         return results
-
-    async def _run_inline(self, results: Sequence[EnqueueResult]) -> None:
-        """Tests only (``gochatd.testing.inline``): run the new jobs now, in this task."""
-        hook = INLINE.get()
-        if hook is not None:
-            await hook(self._store(), results)
 
     def _will_xadd(self) -> bool:
         if not self.dispatch_ok and anyio.current_time() >= self._dispatch_retry_at:
@@ -245,6 +251,15 @@ class _Publisher:
             self.streams.publish_here(refs)
         except DispatchUnavailable:
             self.failed = refs
+
+
+def _inline_hook() -> InlineHook | None:
+    """Tests only (``gochatd.testing.inline``): the run that takes this task's new jobs,
+    checked before anything is written."""
+    hook = INLINE.get()
+    if hook is not None:
+        hook.check()
+    return hook
 
 
 def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:

@@ -185,12 +185,16 @@ class InlineRun:
     def statuses(self) -> list[Outcome]:
         return [outcome.status for outcome in self.outcomes]
 
-    async def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> None:
-        """The client's hook: claim, run and finish each new job through ``store``."""
+    def check(self) -> None:
+        """Before the client writes: inline runs need Trio (the runner is Trio code)."""
         try:
             trio.lowlevel.current_trio_token()
         except RuntimeError:
-            raise RuntimeError("gochatd.testing.inline() runs handlers under Trio only") from None
+            raise RuntimeError("gochatd.testing.inline() runs handlers under Trio only; "
+                               "nothing was enqueued") from None
+
+    async def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> None:
+        """The client's hook: claim, run and finish each new job through ``store``."""
         for result in results:
             if not result.created or result.conflict:
                 continue  # an existing job (same idempotency key) is not run again

@@ -154,3 +154,22 @@ async def test_inline_enqueue_many_runs_each_new_job_once(backend_url: str) -> N
         assert [s["attempt"] for s in SEEN] == [1, 1, 1]
         for result in results:
             assert await _status(backend_url, result.job.id) == "completed"
+
+
+def test_inline_under_asyncio_is_refused_before_anything_is_written(sqlite_url: str) -> None:
+    import asyncio
+
+    trio.run(gochatd.testing.migrate, sqlite_url)
+
+    async def main() -> None:
+        async with gochatd.Client(sqlite_url) as client:
+            with gochatd.testing.inline(registry=REGISTRY), \
+                    pytest.raises(RuntimeError, match="under Trio only; nothing was enqueued"):
+                await client.enqueue("t:reply", {"to": "e@example.com", "n": 6})
+            with gochatd.testing.inline(registry=REGISTRY), \
+                    pytest.raises(RuntimeError, match="under Trio only"):
+                await client.enqueue_many([gochatd.NewJob("t:reply", {"n": 7})])
+
+    asyncio.run(main())
+    rows = trio.run(sql, sqlite_url, "SELECT count(*) FROM background_jobs")
+    assert rows == [(0,)]

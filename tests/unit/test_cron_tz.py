@@ -119,3 +119,22 @@ def test_tz_is_for_cron_only() -> None:
         make_spec("a:b", {"every": "1h", "tz": "Europe/Berlin"}, "config")
     spec = make_spec("a:b", {"cron": "0 3 * * *", "tz": "UTC"}, "config")
     assert spec.schedule.next_after(t("2026-01-01 00:00")) == t("2026-01-01 03:00")
+
+
+def test_the_decorator_takes_tz() -> None:
+    import gochatd
+    from gochatd.periodic_jobs.specs import PERIODIC
+    from gochatd.registry import REGISTRY
+
+    @gochatd.periodic("30 7 * * mon-fri", job_type="tz:digest_test", tz="Europe/Berlin")
+    async def digest(ctx: gochatd.JobContext) -> None: ...
+
+    try:
+        spec = next(s for s in PERIODIC.specs() if s.job_type == "tz:digest_test")
+        assert spec.schedule.describe() == "cron 30 7 * * mon-fri (Europe/Berlin)"
+        assert spec.schedule.next_after(t("2026-12-04 12:00")) == t("2026-12-07 06:30")
+    finally:
+        PERIODIC.remove("tz:digest_test")
+        REGISTRY._specs.pop("tz:digest_test", None)
+    with pytest.raises(ValueError, match="tz: unknown time zone 'Berlin'"):
+        gochatd.periodic("30 7 * * *", job_type="tz:bad_test", tz="Berlin")
