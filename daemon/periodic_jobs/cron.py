@@ -30,7 +30,7 @@ import bisect
 import functools
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 MACROS: dict[str, str] = {
     "@yearly": "0 0 1 1 *",
@@ -191,8 +191,9 @@ def parse_tz(name: object) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
-        raise CronError(f"tz: unknown time zone {name!r} (expected a name such as "
-                        "Europe/Berlin)") from None
+        hint = ("expected a name such as Europe/Berlin" if available_timezones()
+                else "this system has no time zone database: pip install tzdata")
+        raise CronError(f"tz: unknown time zone {name!r} ({hint})") from None
 
 
 def parse_cron(expression: str, tz: str | None = None) -> CronSchedule:

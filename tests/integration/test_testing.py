@@ -173,3 +173,15 @@ def test_inline_under_asyncio_is_refused_before_anything_is_written(sqlite_url: 
     asyncio.run(main())
     rows = trio.run(sql, sqlite_url, "SELECT count(*) FROM background_jobs")
     assert rows == [(0,)]
+
+
+async def test_inline_with_redis_dispatch_still_finishes_the_job(
+    pg_clean: str, redis_url: str
+) -> None:
+    await gochatd.testing.migrate(pg_clean)
+    async with gochatd.Client(pg_clean, redis_url) as client:
+        with gochatd.testing.inline(registry=REGISTRY) as run:
+            job = await client.enqueue("t:reply", {"to": "f@example.com", "n": 8})
+    assert job.dispatched_at is not None  # XADDed after commit, as always
+    assert run.statuses() == [Outcome.COMPLETED]
+    assert await _status(pg_clean, job.id) == "completed"
