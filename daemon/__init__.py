@@ -10,8 +10,11 @@ Public API::
     @gochatd.periodic("*/5 * * * *", job_type="sla:trigger_accounts", queue="scheduled_jobs")
     async def trigger_accounts(ctx: gochatd.JobContext) -> None: ...
 
-    async with gochatd.Client("postgresql://…", "redis://…") as client:   # from Trio code
+    async with gochatd.Client("postgresql://…", "redis://…") as client:   # Trio or asyncio
         job = await client.enqueue("message:send_reply", {"message_id": 7})
+
+    with gochatd.SyncClient("postgresql://…", "redis://…") as client:     # threads
+        job = client.enqueue("message:send_reply", {"message_id": 7})
 """
 
 
@@ -29,10 +32,11 @@ from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
 from gochatd.new_job import NewJob
 from gochatd.periodic_jobs.specs import periodic
 from gochatd.registry import job
+from gochatd.sync_client import SyncClient
 
 __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
     "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter",
-    "job", "periodic", "testing",
+    "SyncClient", "job", "periodic", "testing",
 ]

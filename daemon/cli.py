@@ -163,8 +163,8 @@ def _add_periodic_parser(sub: Any) -> None:
 
 def _add_bench_args(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--scenario", metavar="S[,S…]",
-                       help="throughput, latency, daemon, backlog, soak, idle-in-tx, migrate or all "
-                       "(default: throughput,latency,daemon; with --smoke: all)")
+                       help="throughput, latency, daemon, runtimes, backlog, soak, idle-in-tx, "
+                       "migrate or all (default: throughput,latency,daemon,runtimes; with --smoke: all)")
     bench.add_argument("--backend", metavar="B[,B…]", default="all",
                        help="sqlite, postgres (polling), postgres+redis or all (default)")
     bench.add_argument("--smoke", action="store_true",

@@ -2,7 +2,7 @@
 
 Enqueueing is validation, the idempotent insert, then an XADD once the row commits. A failed
 XADD never fails an enqueue: the row is the truth, and the scheduler's sweep re-dispatches
-it. Usable from any Trio code::
+it. Usable from Trio and asyncio code (``SyncClient``, in sync_client.py, from threads)::
 
     async with gochatd.Client("postgresql://…", "redis://…") as client:
         job = await client.enqueue("message:send_reply", {"message_id": 7}, queue="high")
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
@@ -31,10 +31,10 @@ from gochatd.logs import get_logger
 from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
+from gochatd.store.presence import require_database_file
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
-
 
 
 class InlineHook(Protocol):
@@ -42,21 +42,97 @@ class InlineHook(Protocol):
 
     def check(self) -> None: ...
     def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> Awaitable[None]: ...
+    def check_sync(self) -> None: ...
+    def run_sync(self, store: JobStore, results: Sequence[EnqueueResult],
+                 run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None: ...
 
 
 #: Set by ``gochatd.testing.inline()``: new jobs then run at once, after their rows commit.
 INLINE: ContextVar[InlineHook | None] = ContextVar("gochatd_inline", default=None)
 
 
-class Client:
-    """Enqueue, inspect and cancel jobs from Trio code.
+class ClientCore:
+    """What ``Client`` and ``SyncClient`` share: the settings, enqueue validation, and the
+    XADD after commit (with its back-off after a failure). No I/O of its own."""
+
+    def __init__(
+        self,
+        database_url: str | None,
+        redis_url: str | None,
+        *,
+        max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
+        stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
+        consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
+        on_enqueued: Callable[[Job], None] | None = None,
+    ) -> None:
+        self._database_url = database_url
+        self._redis_url = redis_url
+        self._stream_prefix = stream_prefix
+        self._consumer_group = consumer_group
+        self.streams: RedisStreams | None = None
+        self.max_payload_bytes = max_payload_bytes
+        self.on_enqueued = on_enqueued
+        #: False after an XADD failed; enqueues then rely on the database wake-up instead,
+        #: and XADD is tried again after DISPATCH_RETRY_S.
+        self.dispatch_ok = True
+        self._dispatch_retry_at = 0.0
+        self._log = get_logger(component="client")
+
+    def _now(self) -> float:
+        return anyio.current_time()
+
+    def _new_streams(self) -> RedisStreams | None:
+        if not self._redis_url:
+            return None
+        return RedisStreams(
+            self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
+            consumer="client", maxlen=DEFAULTS["worker_redis_stream_maxlen"], block_s=1.0,
+        )
+
+    def _request(self, job_type: str, payload: dict[str, Any] | None, **fields: Any
+                 ) -> EnqueueRequest:
+        """One job validated (``InvalidJob``: nothing is written), marked for the XADD."""
+        request = validate_enqueue(job_type, payload, max_payload_bytes=self.max_payload_bytes,
+                                   **fields)
+        return _with_dispatch(request) if self._will_xadd() else request
+
+    def _batch(self, requests: Sequence[NewJob | Mapping[str, Any]]) -> list[EnqueueRequest]:
+        return validate_batch(requests, self.max_payload_bytes, dispatch_now=self._will_xadd())
+
+    def _will_xadd(self) -> bool:
+        if not self.dispatch_ok and self._now() >= self._dispatch_retry_at:
+            self.dispatch_ok = True
+        return self.streams is not None and self.dispatch_ok
+
+    def _publisher(self) -> _Publisher | None:
+        return _Publisher(self.streams) if self.streams is not None else None
+
+    def _after_commit(
+        self, results: Sequence[EnqueueResult], publisher: _Publisher | None
+    ) -> None:
+        """After the write (and its XADD, done on the store's thread): note a failed XADD,
+        then tell the owner (wake-ups)."""
+        if publisher is not None and publisher.failed:
+            refs = publisher.failed
+            self.dispatch_ok = False
+            self._dispatch_retry_at = self._now() + DISPATCH_RETRY_S
+            self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
+                              queue=refs[0].queue, note="the sweep will re-dispatch it")
+        if self.on_enqueued is not None:
+            for result in results:
+                if result.created:
+                    self.on_enqueued(result.job)
+
+
+class Client(ClientCore):
+    """Enqueue, inspect and cancel jobs from Trio or asyncio code.
 
     ``Client(database_url, redis_url=None)`` opens its own connections in ``async with`` and
-    closes them on exit (it also opens the trio-asyncio loop if none is running). With a
-    ``redis_url`` every new job that is due is XADDed to its queue's stream after commit,
-    so an idle worker starts it within milliseconds; without one, workers are woken by the
-    database (LISTEN/NOTIFY or SQLite's data_version). Pass ``store=`` (and ``streams=``)
-    instead of URLs to share connections that are already open.
+    closes them on exit. With a ``redis_url`` every new job that is due is XADDed to its
+    queue's stream after commit, so an idle worker starts it within milliseconds; without
+    one, workers are woken by the database (LISTEN/NOTIFY or SQLite's data_version). Pass
+    ``store=`` (and ``streams=``) instead of URLs to share connections that are already
+    open. Synchronous code uses ``gochatd.SyncClient``.
     """
 
     def __init__(
@@ -73,34 +149,23 @@ class Client:
     ) -> None:
         if store is None and database_url is None:
             raise ConfigError("Client needs a database_url or a store")
-        self._database_url = database_url
-        self._redis_url = redis_url
-        self._stream_prefix = stream_prefix
-        self._consumer_group = consumer_group
+        super().__init__(database_url, redis_url, max_payload_bytes=max_payload_bytes,
+                         stream_prefix=stream_prefix, consumer_group=consumer_group,
+                         on_enqueued=on_enqueued)
         self.store: JobStore | None = store
         self.streams = streams
-        self.max_payload_bytes = max_payload_bytes
-        self.on_enqueued = on_enqueued
-        #: False after an XADD failed; enqueues then rely on the database wake-up instead,
-        #: and XADD is tried again after DISPATCH_RETRY_S.
-        self.dispatch_ok = True
-        self._dispatch_retry_at = 0.0
         self._owned = contextlib.AsyncExitStack()
         self._group = GroupCommit(self._write_group)
-        self._log = get_logger(component="client")
 
     async def __aenter__(self) -> Client:
         if self.store is None:
             assert self._database_url is not None
+            require_database_file(self._database_url)  # opening would create an empty file
             store = open_routed_store(self._database_url)
             await store.open()
             self._owned.push_async_callback(store.close)
             self.store = store
-        if self.streams is None and self._redis_url:
-            streams = RedisStreams(
-                self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
-                consumer="client", maxlen=DEFAULTS["worker_redis_stream_maxlen"], block_s=1.0,
-            )
+        if self.streams is None and (streams := self._new_streams()) is not None:
             await streams.open()
             self._owned.push_async_callback(streams.close)
             self.streams = streams
@@ -139,13 +204,11 @@ class Client:
         it; else the values a daemon published for the type when it started; else
         ``"default"`` and 25 (docs/job-types.md)."""
         inline = _inline_hook()
-        request = validate_enqueue(
+        request = self._request(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
-            priority=priority, traceparent=traceparent, max_payload_bytes=self.max_payload_bytes,
+            priority=priority, traceparent=traceparent,
         )
-        if self._will_xadd():
-            request = _with_dispatch(request)
         # Concurrent callers share one INSERT and one XADD pipeline (group commit).
         result = await self._group.submit(request)
         if inline is not None:
@@ -179,7 +242,7 @@ class Client:
         written and that item's result has ``.conflict`` True (``.job`` is the holder).
         """
         inline = _inline_hook()
-        batch = validate_batch(requests, self.max_payload_bytes, dispatch_now=self._will_xadd())
+        batch = self._batch(requests)
         if not batch:
             return []
         publisher = self._publisher()
@@ -189,30 +252,6 @@ class Client:
         if inline is not None:
             await inline(self._store(), results)
         return results
-
-    def _will_xadd(self) -> bool:
-        if not self.dispatch_ok and anyio.current_time() >= self._dispatch_retry_at:
-            self.dispatch_ok = True
-        return self.streams is not None and self.dispatch_ok
-
-    def _publisher(self) -> _Publisher | None:
-        return _Publisher(self.streams) if self.streams is not None else None
-
-    def _after_commit(
-        self, results: Sequence[EnqueueResult], publisher: _Publisher | None
-    ) -> None:
-        """After the write (and its XADD, done on the store's thread): note a failed XADD,
-        then tell the owner (wake-ups)."""
-        if publisher is not None and publisher.failed:
-            refs = publisher.failed
-            self.dispatch_ok = False
-            self._dispatch_retry_at = anyio.current_time() + DISPATCH_RETRY_S
-            self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
-                              queue=refs[0].queue, note="the sweep will re-dispatch it")
-        if self.on_enqueued is not None:
-            for result in results:
-                if result.created:
-                    self.on_enqueued(result.job)
 
     async def get_job(self, job_id: int) -> Job | None:
         """The job's current row, or None if there is no such job (or it was pruned)."""
@@ -266,4 +305,4 @@ def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:
     return dataclasses.replace(request, dispatch_now=True)
 
 
-__all__ = ["MAX_BATCH", "Client", "validate_batch", "validate_enqueue", "validate_filter"]
+__all__ = ["MAX_BATCH", "Client", "ClientCore", "validate_batch", "validate_enqueue", "validate_filter"]

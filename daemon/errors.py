@@ -9,6 +9,8 @@
      │    ├── JobNotFound
      │    ├── InvalidTransition     the job's status does not allow that operation
      │    ├── UsageError            bad command-line arguments               (cli.py)
+     │    ├── InvalidHandler        @gochatd.job refused a handler: unknown runtime, or a
+     │    │                         runtime that does not fit the function (also a ValueError)
      │    ├── NoDatabase            no gochatd database or schema at the URL  (store/presence.py)
      │    ├── OutboxNotFound        no such reply in the outbox               (outbox/cli.py)
      │    └── MigrateError          a migration phase refused (plan, state)   (migrate/backends.py)
@@ -78,6 +80,10 @@ class JobNotFound(UserError):
 
 class InvalidTransition(UserError):
     pass
+
+
+class InvalidHandler(UserError, ValueError):
+    """``@gochatd.job`` refused a handler at registration (runtimes.check_runtime)."""
 
 
 class StoreUnavailable(GochatdError):

@@ -19,6 +19,9 @@ returned (the cancellation arrives at the caller's next checkpoint), one that wa
 raises ``Cancelled``. A unit that does not answer within ``abandon_s`` of the interrupt
 is abandoned: its connection is forced closed (``force_close``) and the thread opens a new
 one for its next unit. A unit cancelled before a thread took it never runs.
+
+Without an event loop (``gochatd.SyncClient``) units run on the caller's own thread
+(handoff_here.py).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import sniffio
 import trio
 
 from gochatd.errors import ResourceClosed
+from gochatd.handoff_here import CALLER_RUNS, Lender
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -193,6 +197,7 @@ class Handoff(Generic[R]):
         self._idle: list[_Worker[R]] = []  # a stack: the most recently busy thread runs next
         self._backlog: collections.deque[_Unit] = collections.deque()
         self._closed = False
+        self._lender: Lender[R] = Lender(name, size, open_conn, close_conn, healthy)
 
     # -- the thread side -------------------------------------------------------------------
 
@@ -224,6 +229,8 @@ class Handoff(Generic[R]):
     async def run(self, fn: Callable[[R], T]) -> T:
         """Run ``fn(conn)`` on one of the threads and return what it returns (or raise what
         it raised). One thread hop; see the module docstring for cancellation."""
+        if CALLER_RUNS.get():
+            return self._lender.run(fn)
         if sniffio.current_async_library() == "trio":
             return await self._run_trio(fn)
         return await self._run_asyncio(fn)
@@ -300,6 +307,7 @@ class Handoff(Generic[R]):
     async def close(self, timeout_s: float = 5.0) -> None:
         """Stop taking work; each thread closes its connection after its unit in hand.
         Threads that do not stop within ``timeout_s`` are left (they are daemon threads)."""
+        self._lender.close()
         with self._lock:
             if self._closed:
                 return
@@ -320,6 +328,8 @@ class Handoff(Generic[R]):
 
 async def _join(workers: list[_Worker[Any]], timeout_s: float) -> None:
     """Wait (without blocking the loop) until the threads exited, at most ``timeout_s``."""
+    if not workers:  # also the caller-runs case (run_here), where there is no loop
+        return
     if sniffio.current_async_library() == "trio":
         sleep: Callable[[float], Any] = trio.sleep
         now: Callable[[], float] = trio.current_time

@@ -8,16 +8,18 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from gochatd.errors import ConfigError, NonRetryable
+from gochatd.errors import ConfigError, InvalidHandler, NonRetryable
+from gochatd.runtimes import adapt, check_runtime
 
 if TYPE_CHECKING:
     from gochatd.context import JobContext
 
 Handler = Callable[["JobContext"], Awaitable[None]]
+F = TypeVar("F", bound=Callable[..., object])
 
 # \Z, not $: "$" also matches before a trailing newline ("default\n" is no queue name).
 JOB_TYPE_RE = re.compile(r"^[A-Za-z0-9_.\-]+(:[A-Za-z0-9_.\-*]+)*\Z")
@@ -31,6 +33,17 @@ class HandlerSpec:
     queue: str = "default"
     timeout_s: float | None = None
     max_attempts: int = 25
+    #: How ``fn`` was written (runtimes.py); ``fn`` itself is always awaited on Trio.
+    runtime: str = "trio"
+
+
+def handler_spec(
+    job_type: str, fn: Callable[..., object], *, runtime: str | None = None,
+    queue: str = "default", timeout_s: float | None = None, max_attempts: int = 25,
+) -> HandlerSpec:
+    """A spec for ``fn`` in its runtime (checked: ``InvalidHandler``), wrapped for Trio."""
+    chosen = check_runtime(job_type, fn, runtime)
+    return HandlerSpec(job_type, adapt(fn, chosen), queue, timeout_s, max_attempts, chosen)
 
 
 class Registry:
@@ -46,6 +59,11 @@ class Registry:
     def job_types(self) -> list[str]:
         return sorted(self._specs)
 
+    def runtimes(self) -> set[str]:
+        """The runtimes the registered handlers need (the daemon opens trio-asyncio for
+        ``asyncio``)."""
+        return {spec.runtime for spec in self._specs.values()}
+
 
 #: The process-wide registry that ``@gochatd.job`` writes to.
 REGISTRY = Registry()
@@ -57,8 +75,12 @@ def job(
     queue: str = "default",
     timeout_s: float | None = None,
     max_attempts: int = 25,
-) -> Callable[[Handler], Handler]:
-    """Register ``async def handler(ctx: JobContext) -> None`` for ``job_type``."""
+    runtime: str | None = None,
+) -> Callable[[F], F]:
+    """Register ``handler(ctx: JobContext) -> None`` for ``job_type``: an ``async def`` on
+    Trio (``runtime="trio"``, the default for one) or on asyncio (``runtime="asyncio"``), or
+    a plain ``def`` in a worker thread (``runtime="thread"``, the default for one). A runtime
+    that is unknown or does not fit the function raises ``InvalidHandler``."""
     if not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
         raise ValueError(f"invalid job type {job_type!r}")
     if not QUEUE_RE.match(queue):
@@ -68,8 +90,9 @@ def job(
     if max_attempts < 1:
         raise ValueError("max_attempts must be >= 1")
 
-    def register(fn: Handler) -> Handler:
-        REGISTRY.add(HandlerSpec(job_type, fn, queue, timeout_s, max_attempts))
+    def register(fn: F) -> F:
+        REGISTRY.add(handler_spec(job_type, fn, runtime=runtime, queue=queue,
+                                  timeout_s=timeout_s, max_attempts=max_attempts))
         return fn
 
     return register
@@ -86,6 +109,8 @@ def load_handler_modules(names: list[str]) -> None:
     for name in names:
         try:
             importlib.import_module(name)
+        except InvalidHandler as exc:
+            raise ConfigError(f"handlers: {name}: {exc}") from None
         except (ImportError, TypeError, ValueError) as exc:  # TypeError: a relative name
             raise ConfigError(
                 f"handlers: cannot import module {name!r} ({exc}); it must be importable from "

@@ -23,6 +23,7 @@ from gochatd.model import ClaimedJob, Finish, Outcome, Reply
 from gochatd.redact import redact_error
 from gochatd.registry import HandlerSpec, Registry
 from gochatd.retry import Backoff, next_delay_s
+from gochatd.runtimes import timeout_message
 from gochatd.store.rows import InvalidPayload
 
 
@@ -87,7 +88,8 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
         log.info("job_completed", duration_s=round(duration_s, 4), replies=len(ctx.replies))
         # Replies travel only with a completion; every other outcome drops them.
         return _finish(claimed, Outcome.COMPLETED, replies=tuple(ctx.replies))
-    return _failed(claimed, policy, log, error, timeout_s if timed_out else None)
+    return _failed(claimed, policy, log, error,
+                   timeout_message(spec.runtime, timeout_s) if timed_out else None)
 
 
 def _job_logger(claimed: ClaimedJob) -> FilteringBoundLogger:
@@ -147,13 +149,12 @@ def _stopped(claimed: ClaimedJob, reason: StopReason, log: FilteringBoundLogger,
 
 
 def _failed(claimed: ClaimedJob, policy: RunPolicy, log: FilteringBoundLogger,
-            error: BaseException | None, timed_out_after_s: float | None) -> Finish:
+            error: BaseException | None, timed_out: str | None) -> Finish:
     """A handler error or a timeout: retry with backoff, or dead."""
     job = claimed.job
     requested_s: float | None = None
-    if timed_out_after_s is not None:
-        error_class, retryable = "timeout", True
-        message = f"handler timed out after {timed_out_after_s}s"
+    if timed_out is not None:
+        error_class, retryable, message = "timeout", True, timed_out
     else:
         assert error is not None
         retryable = not isinstance(error, NonRetryable)

@@ -79,6 +79,7 @@ from gochatd.registry import REGISTRY, Registry
 from gochatd.reload import Reloader
 from gochatd.retry import Backoff
 from gochatd.runner import RunPolicy
+from gochatd.runtimes import loop_for
 from gochatd.sdnotify import Notifier
 from gochatd.signals import start_unless_stopped, watch_signals
 from gochatd.store import RoutingStore, open_routed_store
@@ -285,6 +286,7 @@ class Worker:
             if self.http_handlers:
                 await self.http_handlers.open()
                 stack.push_async_callback(self.http_handlers.aclose)
+            await stack.enter_async_context(loop_for(self.registry.runtimes()))  # asyncio handlers
             yield
 
     async def _close_store(self) -> None:

@@ -14,8 +14,9 @@ outcome is appended to ``run.outcomes``. See docs/testing.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -28,6 +29,7 @@ from gochatd.model import ClaimedJob, EnqueueResult, Finish, Job, JobStatus, Out
 from gochatd.registry import REGISTRY, HandlerSpec, Registry
 from gochatd.retry import Backoff
 from gochatd.runner import ActiveJob, RunPolicy, execute
+from gochatd.runtimes import loop_for
 from gochatd.store import open_store
 from gochatd.store.base import JobStore
 from gochatd.validation import validate_enqueue
@@ -136,9 +138,28 @@ async def _execute(claimed: ClaimedJob, registry: Registry,
     spec = registry.get(claimed.job.job_type)
     if spec is not None:
         registry = _recording(spec, raised)
-    finish = await execute(ActiveJob(claimed, None), registry, policy)
+    async with _asyncio_loop(spec):
+        finish = await execute(ActiveJob(claimed, None), registry, policy)
     assert finish is not None, "only a lost lease writes nothing, and these runs hold theirs"
     return finish, (raised[0] if raised else None)
+
+
+@contextlib.asynccontextmanager
+async def _asyncio_loop(spec: HandlerSpec | None) -> AsyncIterator[None]:
+    """An asyncio handler (``runtime="asyncio"``) runs on a trio-asyncio loop, as in the
+    daemon: the caller's when one is open, else one opened for this run."""
+    if spec is None or spec.runtime != "asyncio" or _current_aio_loop() is not None:
+        yield
+        return
+    async with loop_for({"asyncio"}):
+        yield
+
+
+def _current_aio_loop() -> object | None:
+    import trio_asyncio
+
+    loop: object | None = trio_asyncio.current_loop.get()
+    return loop
 
 
 def _recording(spec: HandlerSpec, raised: list[Exception]) -> Registry:
@@ -154,8 +175,7 @@ def _recording(spec: HandlerSpec, raised: list[Exception]) -> Registry:
             raise
 
     registry = Registry()
-    registry.add(HandlerSpec(spec.job_type, recorded, spec.queue, spec.timeout_s,
-                             spec.max_attempts))
+    registry.add(dataclasses.replace(spec, fn=recorded))
     return registry
 
 
@@ -186,28 +206,60 @@ class InlineRun:
         return [outcome.status for outcome in self.outcomes]
 
     def check(self) -> None:
-        """Before the client writes: inline runs need Trio (the runner is Trio code)."""
+        """Before ``Client`` writes: inline runs need Trio (the runner is Trio code)."""
         try:
             trio.lowlevel.current_trio_token()
         except RuntimeError:
             raise RuntimeError("gochatd.testing.inline() runs handlers under Trio only; "
                                "nothing was enqueued") from None
 
+    def check_sync(self) -> None:
+        """Before ``SyncClient`` writes: its inline runs start a Trio run of their own, which
+        cannot nest in a running one."""
+        try:
+            trio.lowlevel.current_trio_token()
+        except RuntimeError:
+            return  # not in a Trio run: it may start one
+        raise RuntimeError("gochatd.testing.inline(): SyncClient runs its jobs in a Trio run "
+                           "of their own; from Trio code use gochatd.Client; nothing was "
+                           "enqueued")
+
     async def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> None:
-        """The client's hook: claim, run and finish each new job through ``store``."""
-        for result in results:
-            if not result.created or result.conflict:
-                continue  # an existing job (same idempotency key) is not run again
+        """``Client``'s hook: claim, run and finish each new job through ``store``."""
+        for result in _new(results):
             claimed = await store.claim_jobs([result.job.id], OWNER, INLINE_LEASE_S)
             if not claimed:
                 self.deferred.append(result.job)
                 continue
             finish, exception = await _execute(claimed[0], self.registry, self.policy)
             # Written as the finisher writes it: fenced, replies with a completion.
-            if claimed[0].id not in await store.finish_jobs([finish]):
-                raise RuntimeError(f"inline: job {claimed[0].id}'s finish was not applied")
-            row = await store.get_job(claimed[0].id)
-            self.outcomes.append(_outcome(claimed[0], finish, exception, row))
+            applied = await store.finish_jobs([finish])
+            self._record(claimed[0], finish, exception, applied, await store.get_job(finish.job_id))
+
+    def run_sync(self, store: JobStore, results: Sequence[EnqueueResult],
+                 run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        """``SyncClient``'s hook: the same, its store calls made by ``run`` on the calling
+        thread and each handler in a Trio run of its own."""
+        for result in _new(results):
+            claimed: list[ClaimedJob] = run(
+                store.claim_jobs([result.job.id], OWNER, INLINE_LEASE_S))
+            if not claimed:
+                self.deferred.append(result.job)
+                continue
+            finish, exception = trio.run(_execute, claimed[0], self.registry, self.policy)
+            applied: set[int] = run(store.finish_jobs([finish]))
+            self._record(claimed[0], finish, exception, applied, run(store.get_job(finish.job_id)))
+
+    def _record(self, claimed: ClaimedJob, finish: Finish, exception: Exception | None,
+                applied: set[int], row: Job | None) -> None:
+        if claimed.id not in applied:
+            raise RuntimeError(f"inline: job {claimed.id}'s finish was not applied")
+        self.outcomes.append(_outcome(claimed, finish, exception, row))
+
+
+def _new(results: Sequence[EnqueueResult]) -> list[EnqueueResult]:
+    """The jobs an enqueue created (an existing job, same idempotency key, is not run)."""
+    return [r for r in results if r.created and not r.conflict]
 
 
 async def migrate(database_url: str) -> None:
@@ -224,7 +276,8 @@ async def migrate(database_url: str) -> None:
 @contextlib.contextmanager
 def inline(*, registry: Registry | None = None,
            backoff: Backoff | None = None) -> Iterator[InlineRun]:
-    """Within the block, ``Client.enqueue`` and ``enqueue_many`` run each new, due job at
+    """Within the block, ``Client.enqueue`` and ``enqueue_many`` (and ``SyncClient``'s) run
+    each new, due job at
     once after its row commits, and return when the jobs have finished (their final state
     written). Yields the ``InlineRun`` that lists the outcomes. Scoped to the current task
     and the tasks it starts (a context variable), so concurrent tests do not see it."""

@@ -6,6 +6,7 @@ as a table (figure, target, measured, pass/miss) and, with ``--json``, written a
     throughput.py      enqueue (1/call, bulk), drain, end-to-end, idle latency  (per backend)
     latency.py         claim latency at 50% of max, delayed-job lateness        (one backend)
     daemon_process.py  CPU per job and RSS of a real ``gochatd serve``; the 1M-job soak
+    runtimes.py        SyncClient / asyncio / Trio producers, asyncio and thread handlers (one backend)
     backlog.py         claim latency and rate with a 1M backlog vs a 10k one    (PostgreSQL)
     idle_tx.py         an idle-in-transaction holder under steady load          (PostgreSQL)
     migrate.py         a live move of 1M jobs SQLite -> PostgreSQL, phase by phase
@@ -86,6 +87,10 @@ async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> No
         from benchmarks.bench.daemon_process import run_daemon
 
         await run_daemon(opts, opts.stream_backend, report)
+    elif scenario == "runtimes":
+        from benchmarks.bench.runtimes import run_runtimes
+
+        await run_runtimes(opts, opts.stream_backend, report)
     elif scenario == "soak":
         from benchmarks.bench.daemon_process import run_soak
 

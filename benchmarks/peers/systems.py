@@ -27,6 +27,8 @@ SYSTEMS: dict[str, System] = {s.name: s for s in [
     _system("gochatd", "gochatd", PEERS_GOCHATD_MODE="streams"),
     _system("gochatd-polling", "gochatd", PEERS_GOCHATD_MODE="polling"),
     _system("gochatd-sqlite", "gochatd", PEERS_GOCHATD_MODE="sqlite"),
+    # The headline row's daemons fed by gochatd.SyncClient from producer threads (issue 12).
+    _system("gochatd-sync", "gochatd", PEERS_GOCHATD_MODE="streams", PEERS_GOCHATD_PRODUCER="sync"),
     # Not in the default run: the headline row with one daemon instead of two.
     _system("gochatd-1proc", "gochatd", PEERS_GOCHATD_MODE="streams", PEERS_GOCHATD_PROCS="1"),
     # The peers, in the order of the issue's table.

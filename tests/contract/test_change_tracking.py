@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -17,7 +17,7 @@ import pytest
 from gochatd.migrate.backends import query
 from gochatd.migrate.route_control import prepare_source, prepare_tracking
 from gochatd.model import Outcome
-from gochatd.store import JobStore, open_routed_store, open_store
+from gochatd.store import JobStore, open_store
 from gochatd.store.queries import load_migrations
 from gochatd.store.upgrade import split_statements
 from tests.conftest import PG_DSN, _with_db
@@ -26,8 +26,8 @@ from tests.migrate.support import open_db
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def own_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database of this test's own."""
+def backend_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty database of this test's own (the contract's ``store`` runs on it)."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'own.db'}"
         return
@@ -37,17 +37,6 @@ def own_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     yield _with_db(PG_DSN, name)
     with psycopg.connect(PG_DSN, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture(params=["plain", "routed"])
-async def own_store(own_url: str, request: pytest.FixtureRequest) -> AsyncIterator[JobStore]:
-    s = open_store(own_url) if request.param == "plain" else open_routed_store(own_url)
-    await s.open()
-    await s.migrate()
-    try:
-        yield s
-    finally:
-        await s.close()
 
 
 def _counter_sql(url: str) -> str:
@@ -73,29 +62,29 @@ async def _one_job_through(store: JobStore, url: str) -> list[int]:
     return seen
 
 
-async def test_a_database_that_never_moved_numbers_nothing(own_store: JobStore,
-                                                           own_url: str) -> None:
-    assert await _one_job_through(own_store, own_url) == [0, 0, 0, 0]
-    assert int((await raw_sql(own_url, _counter_sql(own_url)))[0][0]) == 0
-    assert not (await raw_sql(own_url, "SELECT count(*) FROM gochatd_change_tombstones"))[0][0]
+async def test_a_database_that_never_moved_numbers_nothing(store: JobStore,
+                                                           backend_url: str) -> None:
+    assert await _one_job_through(store, backend_url) == [0, 0, 0, 0]
+    assert int((await raw_sql(backend_url, _counter_sql(backend_url)))[0][0]) == 0
+    assert not (await raw_sql(backend_url, "SELECT count(*) FROM gochatd_change_tombstones"))[0][0]
 
 
-async def test_migrate_start_turns_numbering_on_for_every_write(own_store: JobStore,
-                                                               own_url: str) -> None:
+async def test_migrate_start_turns_numbering_on_for_every_write(store: JobStore,
+                                                               backend_url: str) -> None:
     """What ``start`` installs in the source: every write raises change_seq (gochatd's own
     statements and a foreign UPDATE alike) and the counter never falls behind a number in
     use; a delete leaves a tombstone. Installing twice changes nothing."""
-    db = open_db(own_url)
+    db = open_db(backend_url)
     try:
         assert "change tracking" in prepare_source(db)
         assert prepare_tracking(db) == []
     finally:
         db.close()
-    enqueued, claimed, finished, foreign = await _one_job_through(own_store, own_url)
+    enqueued, claimed, finished, foreign = await _one_job_through(store, backend_url)
     assert 0 < enqueued < claimed < finished < foreign
-    assert int((await raw_sql(own_url, _counter_sql(own_url)))[0][0]) >= foreign
-    await raw_sql(own_url, "DELETE FROM background_jobs")
-    tombstones = await raw_sql(own_url, "SELECT change_seq FROM gochatd_change_tombstones")
+    assert int((await raw_sql(backend_url, _counter_sql(backend_url)))[0][0]) >= foreign
+    await raw_sql(backend_url, "DELETE FROM background_jobs")
+    tombstones = await raw_sql(backend_url, "SELECT change_seq FROM gochatd_change_tombstones")
     assert len(tombstones) == 1 and int(tombstones[0][0]) > foreign
 
 
@@ -126,25 +115,25 @@ def _migrate_to(url: str, version: int) -> None:
 
 
 @pytest.mark.parametrize("mid_move", [True, False], ids=["mid-move", "never-moved"])
-async def test_upgrade_keeps_tracking_only_where_a_move_started(own_url: str,
+async def test_upgrade_keeps_tracking_only_where_a_move_started(backend_url: str,
                                                                 mid_move: bool) -> None:
     """A database upgraded from 0009 (tracking always on) keeps it when it has a route (a
     move under way), in the upgrade's own transaction, and loses it otherwise."""
-    _migrate_to(own_url, 9)
+    _migrate_to(backend_url, 9)
     if mid_move:
-        await raw_sql(own_url, "INSERT INTO gochatd_routes (tenant_id, destination, state, version)"
+        await raw_sql(backend_url, "INSERT INTO gochatd_routes (tenant_id, destination, state, version)"
                       " VALUES ('acme', 'postgresql://elsewhere/db', 'tracking', 1)")
-    store = open_store(own_url)
+    store = open_store(backend_url)
     await store.open()
     try:
         assert "0010_change_tracking_on_demand" in await store.migrate()
-        db = open_db(own_url)
+        db = open_db(backend_url)
         try:
             assert bool(db.fetch(query(db.dialect, "change_tracking_installed"))[0][0]) is mid_move
         finally:
             db.close()
         job = await enqueue(store)
-        assert (await _seq(own_url, job.id) > 0) is mid_move
+        assert (await _seq(backend_url, job.id) > 0) is mid_move
     finally:
         await store.close()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,6 +25,7 @@ from gochatd.errors import (
 )
 from gochatd.model import DispatchRef, JobFilter, JobStatus
 from gochatd.registry import HandlerSpec
+from gochatd.store.presence import NoDatabase
 from tests.integration.helpers import (
     Tracker,
     is_postgres,
@@ -219,3 +221,16 @@ async def test_publish_keeps_every_field_and_survives_a_broken_stream(
     ]
     # The entry after the broken one was still added, as in a pipeline.
     assert [e["job_id"] for e in await redis_call(redis_url, entries("low"))] == ["7", "10"]
+
+
+async def test_a_client_on_a_missing_sqlite_file_is_refused_and_creates_nothing(
+    tmp_path: Path,
+) -> None:
+    """A typo in the path must not leave an empty database no daemon looks at."""
+    missing = tmp_path / "typo.db"
+    with pytest.raises(NoDatabase, match=f"no gochatd database at {missing}; run 'gochatd db"):
+        async with gochatd.Client(f"sqlite:///{missing}"):
+            pass
+    with pytest.raises(NoDatabase, match="no gochatd database at"):
+        await trio.to_thread.run_sync(lambda: gochatd.SyncClient(f"sqlite:///{missing}").open())
+    assert not missing.exists()

@@ -14,7 +14,7 @@ import gochatd.testing
 from gochatd.context import JobContext
 from gochatd.errors import InvalidJob, NonRetryable, RetryAfter
 from gochatd.model import JobStatus, Outcome
-from gochatd.registry import HandlerSpec
+from gochatd.registry import HandlerSpec, handler_spec
 from tests.integration.helpers import make_registry, sql
 
 SEEN: list[dict[str, Any]] = []
@@ -185,3 +185,54 @@ async def test_inline_with_redis_dispatch_still_finishes_the_job(
     assert job.dispatched_at is not None  # XADDed after commit, as always
     assert run.statuses() == [Outcome.COMPLETED]
     assert await _status(pg_clean, job.id) == "completed"
+
+
+def test_inline_with_the_sync_client(backend_url: str) -> None:
+    trio.run(gochatd.testing.migrate, backend_url)
+    with gochatd.SyncClient(backend_url) as client, \
+            gochatd.testing.inline(registry=REGISTRY) as run:
+        ok = client.enqueue("t:reply", {"to": "g@example.com", "n": 9})
+        many = client.enqueue_many([gochatd.NewJob("t:boom"), gochatd.NewJob("t:never")])
+        later = client.enqueue("t:reply", {"to": "h@example.com", "n": 10}, delay_s=600)
+        rows = {job_id: client.get_job(job_id) for job_id in (ok.id, later.id)}
+    assert run.statuses() == [Outcome.COMPLETED, Outcome.RETRY, Outcome.DEAD]
+    assert [o.job.id for o in run.outcomes if o.job] == [ok.id] + [r.job.id for r in many]
+    assert [j.id for j in run.deferred] == [later.id]
+    assert rows[ok.id] is not None and rows[ok.id].status == JobStatus.COMPLETED  # type: ignore[union-attr]
+    assert rows[later.id] is not None and rows[later.id].status == JobStatus.QUEUED  # type: ignore[union-attr]
+    replies = trio.run(sql, backend_url, "SELECT recipient FROM reply_outbox")
+    assert [r[0] for r in replies] == ["g@example.com"]
+
+
+async def test_the_sync_client_inline_is_refused_inside_trio(sqlite_url: str) -> None:
+    await gochatd.testing.migrate(sqlite_url)
+    with gochatd.SyncClient(sqlite_url) as client, gochatd.testing.inline(registry=REGISTRY), \
+            pytest.raises(RuntimeError, match=r"from Trio code use gochatd\.Client"):
+        client.enqueue("t:reply", {"to": "i@example.com", "n": 11})
+    rows = await sql(sqlite_url, "SELECT count(*) FROM background_jobs")
+    assert rows == [(0,)]
+
+
+async def _aio_handler(ctx: JobContext) -> None:
+    import asyncio
+
+    await asyncio.sleep(0)
+    if ctx.payload.get("fail"):
+        raise ValueError("asyncio side")
+
+
+def _thread_handler(ctx: JobContext) -> None:
+    if ctx.payload.get("fail"):
+        raise NonRetryable("thread side")
+
+
+async def test_run_job_runs_asyncio_and_thread_handlers_as_the_daemon_does() -> None:
+    registry = make_registry(
+        handler_spec("t:aio", _aio_handler, runtime="asyncio"),
+        handler_spec("t:thread", _thread_handler))
+    assert (await gochatd.testing.run_job("t:aio", registry=registry)).completed
+    failed = await gochatd.testing.run_job("t:aio", {"fail": True}, registry=registry)
+    assert (failed.status, failed.error_class) == (Outcome.RETRY, "ValueError")
+    assert (await gochatd.testing.run_job("t:thread", registry=registry)).completed
+    dead = await gochatd.testing.run_job("t:thread", {"fail": True}, registry=registry)
+    assert (dead.status, dead.error_class) == (Outcome.DEAD, "non_retryable")

@@ -27,4 +27,4 @@ def test_the_docs_pytest_example_passes(tmp_path: Path) -> None:
         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "3 passed" in done.stdout, done.stdout[-2000:]
+    assert "4 passed" in done.stdout, done.stdout[-2000:]

@@ -44,7 +44,9 @@ from importlib import metadata
 from typing import Any, Protocol, cast
 
 PRODUCERS = 8
-REDIS_HOST = "127.0.0.1:6379"
+#: host:port of the Redis the harness uses (databases 1..15, flushed); PEERS_REDIS_HOST
+#: points a run at a private server.
+REDIS_HOST = os.environ.get("PEERS_REDIS_HOST", "127.0.0.1:6379")
 PG_SERVER = "postgresql://root@127.0.0.1:5432"
 
 _record_fd: int | None = None

@@ -7,6 +7,8 @@ Variants (``PEERS_GOCHATD_MODE``):
 - ``sqlite``: the embedded default, a SQLite file in the run directory, no Redis, 1 process.
 
 Settings (environment, defaults are what the report's rows use):
+  PEERS_GOCHATD_PRODUCER     ``async`` (``gochatd.Client`` on Trio) or ``sync``
+                             (``gochatd.SyncClient`` shared by the producer threads)
   PEERS_GOCHATD_PROCS        daemon processes (2 for PostgreSQL, as the peers; 1 on SQLite)
   PEERS_GOCHATD_CONCURRENCY  ``--concurrency`` per daemon (100: a no-op job costs nothing,
                              so a bigger claim batch per round trip)
@@ -18,8 +20,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
 
 from benchmarks.peers.adapters import contract
 
@@ -30,6 +33,9 @@ PROCS = int(os.environ.get("PEERS_GOCHATD_PROCS", "1" if MODE == "sqlite" else "
 CONCURRENCY = int(os.environ.get("PEERS_GOCHATD_CONCURRENCY", "100"))
 DATABASE = {"streams": "bench_gochatd", "polling": "bench_gochatd_polling"}.get(MODE)
 REDIS_URL = contract.redis_url(8) if MODE == "streams" else ""
+PRODUCER = os.environ.get("PEERS_GOCHATD_PRODUCER", "async")
+if PRODUCER not in ("async", "sync"):
+    raise SystemExit(f"PEERS_GOCHATD_PRODUCER={PRODUCER!r}: expected async or sync")
 
 
 def _database_url() -> str:
@@ -100,6 +106,31 @@ def _daemon_env() -> dict[str, str]:
     return dict(os.environ, GOCHAT_LOG_LEVEL="warning")
 
 
+class GochatdSyncAdapter(GochatdAdapter):
+    """The same daemons; the producer is ``gochatd.SyncClient``, one client shared by the
+    contract's producer threads (a threaded web app)."""
+
+    backend = None  # type: ignore[assignment]  # no event loop: contract.produce_sync
+
+    def describe(self) -> dict[str, str]:
+        info = super().describe()
+        info["system"] = info["system"].replace("gochatd (", "gochatd, SyncClient (")
+        info["producer"] = ("`gochatd.SyncClient(database_url, redis_url).enqueue(...)` shared by "
+                            "the producer threads, no event loop (one committed INSERT per call, "
+                            "then XADD when Redis is on)")
+        return info
+
+    @contextmanager  # type: ignore[override]
+    def producer(self) -> Iterator[Any]:
+        import gochatd
+
+        with gochatd.SyncClient(_database_url(), REDIS_URL or None) as client:
+            def enqueue_one(idx: int, t_enq: float, phase: int) -> None:
+                client.enqueue("bench:noop", {"i": idx, "t": t_enq, "p": phase})
+
+            yield enqueue_one
+
+
 if __name__ == "__main__":
     os.environ["GOCHAT_LOG_LEVEL"] = "warning"
-    sys.exit(contract.main(GochatdAdapter()))
+    sys.exit(contract.main(GochatdSyncAdapter() if PRODUCER == "sync" else GochatdAdapter()))
