@@ -18,6 +18,7 @@ Public API::
 """
 
 
+from gochatd import testing
 from gochatd.client import Client
 from gochatd.context import JobContext
 from gochatd.errors import (
@@ -37,5 +38,5 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
     "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter",
-    "SyncClient", "job", "periodic",
+    "SyncClient", "job", "periodic", "testing",
 ]

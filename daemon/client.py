@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 
@@ -34,6 +35,20 @@ from gochatd.store.presence import require_database_file
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
+
+
+class InlineHook(Protocol):
+    """``gochatd.testing.inline()``'s run: checked before a write, called after it."""
+
+    def check(self) -> None: ...
+    def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> Awaitable[None]: ...
+    def check_sync(self) -> None: ...
+    def run_sync(self, store: JobStore, results: Sequence[EnqueueResult],
+                 run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None: ...
+
+
+#: Set by ``gochatd.testing.inline()``: new jobs then run at once, after their rows commit.
+INLINE: ContextVar[InlineHook | None] = ContextVar("gochatd_inline", default=None)
 
 
 class ClientCore:
@@ -190,13 +205,17 @@ class Client(ClientCore):
         ``queue`` and ``max_attempts`` left out: the handler's, when this process imported
         it; else the values a daemon published for the type when it started; else
         ``"default"`` and 25 (docs/job-types.md)."""
+        inline = _inline_hook()
         request = self._request(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
             priority=priority, traceparent=traceparent,
         )
         # Concurrent callers share one INSERT and one XADD pipeline (group commit).
-        return (await self._group.submit(request)).job
+        result = await self._group.submit(request)
+        if inline is not None:
+            await inline(self._store(), [result])
+        return result.job
 
     async def _write_group(self, requests: Sequence[EnqueueRequest]) -> list[EnqueueResult]:
         publisher = self._publisher()
@@ -224,6 +243,7 @@ class Client(ClientCore):
         (with ``.index``) is raised; with ``raise_on_conflict=False`` the other items are
         written and that item's result has ``.conflict`` True (``.job`` is the holder).
         """
+        inline = _inline_hook()
         batch = self._batch(requests)
         if not batch:
             return []
@@ -231,6 +251,8 @@ class Client(ClientCore):
         results = await self._store().enqueue_many(
             batch, raise_on_conflict=raise_on_conflict, after_commit=publisher)
         self._after_commit(results, publisher)
+        if inline is not None:
+            await inline(self._store(), results)
         return results
 
     async def get_job(self, job_id: int) -> Job | None:
@@ -270,6 +292,15 @@ class _Publisher:
             self.streams.publish_here(refs)
         except DispatchUnavailable:
             self.failed = refs
+
+
+def _inline_hook() -> InlineHook | None:
+    """Tests only (``gochatd.testing.inline``): the run that takes this task's new jobs,
+    checked before anything is written."""
+    hook = INLINE.get()
+    if hook is not None:
+        hook.check()
+    return hook
 
 
 def _with_dispatch(request: EnqueueRequest) -> EnqueueRequest:

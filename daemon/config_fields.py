@@ -245,7 +245,7 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("handlers.http", parse_http_handlers, {},
               help="job type or 'prefix:*' -> {url, timeout_s, secret_env}: run by an HTTP endpoint"),
     FieldSpec("periodic", parse_periodic_config, {},
-              help="job type -> {cron | every, queue, payload, tenant_id, catch_up, max_attempts}"),
+              help="job type -> {cron [+ tz] | every, queue, payload, tenant_id, catch_up, max_attempts}"),
     FieldSpec("worker.id", _printable(200), "", help="lease owner name; default host:pid:random"),
     FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
     FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,

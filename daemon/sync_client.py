@@ -22,7 +22,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from gochatd.client import ClientCore
+from gochatd.client import INLINE, ClientCore, InlineHook
 from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
@@ -133,6 +133,7 @@ class SyncClient(ClientCore):
     ) -> Job:
         """Enqueue one job and return its row (``Client.enqueue``): ``InvalidJob`` for bad
         input, ``IdempotencyConflict`` when the key names a different job."""
+        inline = _inline_hook()
         request = self._request(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
@@ -141,6 +142,8 @@ class SyncClient(ClientCore):
         publisher = self._publisher()
         result = self._run(self._store.enqueue(request, after_commit=publisher))
         self._after_commit([result], publisher)
+        if inline is not None:
+            inline.run_sync(self._store, [result], self._run)
         return result.job
 
     def enqueue_many(
@@ -150,6 +153,7 @@ class SyncClient(ClientCore):
         raise_on_conflict: bool = True,
     ) -> list[EnqueueResult]:
         """A batch in one INSERT and one XADD call (``Client.enqueue_many``)."""
+        inline = _inline_hook()
         batch = self._batch(requests)
         if not batch:
             return []
@@ -157,6 +161,8 @@ class SyncClient(ClientCore):
         results = self._run(self._store.enqueue_many(
             batch, raise_on_conflict=raise_on_conflict, after_commit=publisher))
         self._after_commit(results, publisher)
+        if inline is not None:
+            inline.run_sync(self._store, results, self._run)
         return results
 
     def get_job(self, job_id: int) -> Job | None:
@@ -170,6 +176,15 @@ class SyncClient(ClientCore):
 
     def cancel(self, job_id: int) -> Job:
         return self._run(self._store.cancel_job(job_id))
+
+
+def _inline_hook() -> InlineHook | None:
+    """Tests only (``gochatd.testing.inline``): the run that takes this thread's new jobs,
+    checked before anything is written."""
+    hook = INLINE.get()
+    if hook is not None:
+        hook.check_sync()
+    return hook
 
 
 __all__ = ["SyncClient"]

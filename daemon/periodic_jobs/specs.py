@@ -31,7 +31,8 @@ GRACE_S = 60.0
 CATCH_UP = ("skip", "latest")
 _EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d)?\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_KEYS = frozenset({"cron", "every", "queue", "payload", "tenant_id", "catch_up", "max_attempts"})
+_KEYS = frozenset({"cron", "every", "tz", "queue", "payload", "tenant_id", "catch_up",
+                   "max_attempts"})
 
 
 class Schedule(Protocol):
@@ -146,12 +147,15 @@ def make_spec(job_type: str, entry: Mapping[str, Any], source: str) -> PeriodicS
     has_cron, has_every = entry.get("cron") is not None, entry.get("every") is not None
     if has_cron == has_every:
         raise ValueError(f"{job_type}: give exactly one of cron or every")
+    if entry.get("tz") is not None and not has_cron:
+        raise ValueError(f"{job_type}: tz: applies to cron schedules only (every counts seconds)")
     try:
         schedule: Schedule = (
-            parse_cron(entry["cron"]) if has_cron else parse_every(entry["every"])
+            parse_cron(entry["cron"], entry.get("tz")) if has_cron else parse_every(entry["every"])
         )
     except CronError as exc:
-        raise ValueError(f"{job_type}: cron: {exc}") from None
+        where = "" if str(exc).startswith("tz:") else "cron: "
+        raise ValueError(f"{job_type}: {where}{exc}") from None
     except ValueError as exc:
         raise ValueError(f"{job_type}: {exc}") from None
     queue = entry.get("queue")
@@ -181,6 +185,7 @@ def periodic(
     *,
     job_type: str,
     every: str | int | None = None,
+    tz: str | None = None,
     queue: str | None = None,
     payload: dict[str, Any] | None = None,
     tenant_id: str = "default",
@@ -192,8 +197,10 @@ def periodic(
 
         @gochatd.periodic("*/5 * * * *", job_type="sla:trigger_accounts", queue="scheduled_jobs")
         async def trigger_accounts(ctx: gochatd.JobContext) -> None: ...
-    """
-    entry = {"cron": cron, "every": every, "queue": queue, "payload": payload or {},
+
+    ``tz`` (an IANA name such as ``Europe/Berlin``) evaluates ``cron`` on that zone's wall
+    clock (docs/periodic.md); without it, cron is UTC."""
+    entry = {"cron": cron, "every": every, "tz": tz, "queue": queue, "payload": payload or {},
              "tenant_id": tenant_id, "catch_up": catch_up, "max_attempts": max_attempts}
     spec = make_spec(job_type, entry, "decorator")
 
@@ -208,7 +215,7 @@ def periodic(
 
 
 def parse_periodic_config(raw: Any) -> dict[str, dict[str, Any]]:
-    """The ``periodic`` config key: a mapping of job type -> {cron|every, queue, payload,
+    """The ``periodic`` config key: a mapping of job type -> {cron|every, tz, queue, payload,
     tenant_id, catch_up, max_attempts}. The environment variable holds the same as YAML/JSON."""
     raw = mapping_value(raw, "a mapping of job type -> {cron: ... | every: ...}")
     out: dict[str, dict[str, Any]] = {}
