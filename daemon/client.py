@@ -56,12 +56,14 @@ class Client:
         max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
+        redis_cluster: bool = DEFAULTS["redis_cluster"],
         on_enqueued: Callable[[Job], None] | None = None,
     ) -> None:
         if store is None and database_url is None:
             raise ConfigError("Client needs a database_url or a store")
         self._database_url = database_url
         self._redis_url = redis_url
+        self._redis_cluster = redis_cluster
         self._stream_prefix = stream_prefix
         self._consumer_group = consumer_group
         self.store: JobStore | None = store
@@ -87,6 +89,7 @@ class Client:
             streams = RedisStreams(
                 self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
                 consumer="client", maxlen=DEFAULTS["worker_redis_stream_maxlen"], block_s=1.0,
+                cluster=self._redis_cluster,
             )
             await streams.open()
             self._owned.push_async_callback(streams.close)

@@ -51,6 +51,7 @@ def _fresh(attr: str) -> Callable[[], Any]:
 class Settings:
     database_url: str = _default("database_url")
     redis_url: str = _default("redis_url")
+    redis_cluster: bool = _default("redis_cluster")
     handlers: list[str] = field(default_factory=_fresh("handlers"))
     handlers_http: dict[str, dict[str, Any]] = field(default_factory=_fresh("handlers_http"))
     periodic: dict[str, dict[str, Any]] = field(default_factory=_fresh("periodic"))
