@@ -166,7 +166,8 @@ def _add_bench_args(bench: argparse.ArgumentParser) -> None:
                        help="throughput, latency, daemon, backlog, soak, idle-in-tx, migrate or all "
                        "(default: throughput,latency,daemon; with --smoke: all)")
     bench.add_argument("--backend", metavar="B[,B…]", default="all",
-                       help="sqlite, postgres (polling), postgres+redis or all (default)")
+                       help="sqlite, postgres (polling), postgres+redis, postgres+redis-cluster "
+                       "(a 3-master cluster of its own) or all (default)")
     bench.add_argument("--smoke", action="store_true",
                        help="every scenario at a tiny size (a check, not a measurement)")
     bench.add_argument("--jobs", type=positive_int, help="jobs per throughput run (10000)")

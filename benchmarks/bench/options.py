@@ -9,7 +9,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
-BACKENDS = ("sqlite", "postgres", "postgres+redis")
+#: ``postgres+redis-cluster``: a 3-master Redis Cluster the bench starts on loopback.
+BACKENDS = ("sqlite", "postgres", "postgres+redis", "postgres+redis-cluster")
 SCENARIOS = ("throughput", "latency", "daemon", "backlog", "soak", "idle-in-tx", "migrate")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
 CORE_SCENARIOS = ("throughput", "latency", "daemon")

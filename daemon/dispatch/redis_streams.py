@@ -15,6 +15,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -28,6 +29,7 @@ from gochatd.dispatch.redis_client import (
     check_cluster_url,
     close_client,
     connect,
+    on_slot,
     ping,
     slot_groups,
     slot_of,
@@ -79,6 +81,10 @@ class RedisStreams:
                    maxlen=settings.worker_redis_stream_maxlen,
                    block_s=settings.worker_redis_block_timeout_s,
                    cluster=settings.redis_cluster)
+
+    def _slot(self, key: str) -> int:
+        """The key's hash slot in a cluster; one server is one "slot"."""
+        return slot_of(key) if self.cluster else 0
 
     def key(self, queue: str) -> str:
         return f"{self.prefix}:{queue}"
@@ -182,8 +188,7 @@ class RedisStreams:
         """One script call for all (one Redis), or one per hash slot (a cluster)."""
         by_slot: dict[int, list[DispatchRef]] = {}
         for ref in refs:
-            by_slot.setdefault(slot_of(self.key(ref.queue)) if self.cluster else 0,
-                               []).append(ref)
+            by_slot.setdefault(self._slot(self.key(ref.queue)), []).append(ref)
         first_error: Exception | None = None
         for group in by_slot.values():
             keys: dict[str, int] = {}
@@ -192,9 +197,9 @@ class RedisStreams:
                  ref.job_type, ref.queue, ref.tenant_id]
                 for ref in group
             ]
+            args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
             try:  # like the script's own entries: one slot failing does not stop the others
-                self._publish(r, list(keys), [self.maxlen, json.dumps(entries,
-                                                                      ensure_ascii=False)])
+                on_slot(r, next(iter(keys)), partial(self._publish, keys=list(keys), args=args))
             except Exception as exc:  # re-raised below, after every slot
                 first_error = first_error or exc
         if first_error is not None:
@@ -229,7 +234,8 @@ class RedisStreams:
             for slot_keys in groups:  # one script call per hash slot, in the weighted order
                 if len(out) >= count:
                     break
-                got = fill(r, slot_keys, [group, consumer, count - len(out)])
+                args = [group, consumer, count - len(out)]
+                got = on_slot(r, slot_keys[0], partial(fill, keys=slot_keys, args=args))
                 out.extend(entry_from_redis(s, i, f) for s, i, f in got or [])
             return out
 
@@ -239,10 +245,10 @@ class RedisStreams:
                 if got:
                     return got
             try:
-                res: Any = r.xreadgroup(
+                res: Any = on_slot(r, keys[0], lambda c: c.xreadgroup(
                     group, consumer, dict.fromkeys(keys, ">"),
                     count=count if fill_first else per_stream, block=block_ms,
-                )
+                ))
             except ResponseError as exc:
                 # NOGROUP: the group is gone; UNBLOCKED: the stream was deleted while we
                 # waited on it. The fill recreates both.
@@ -259,16 +265,21 @@ class RedisStreams:
     async def ack(self, entries: Sequence[StreamEntry]) -> None:
         if not entries:
             return
-        by_stream: dict[str, list[str]] = {}
+        by_slot: dict[int, dict[str, list[str]]] = {}
         for entry in entries:
-            by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+            by_slot.setdefault(self._slot(entry.stream), {}).setdefault(
+                entry.stream, []).append(entry.entry_id)
         group = self.group
 
-        def _ack(r: RedisClient) -> None:
-            with r.pipeline(transaction=False) as pipe:
+        def _ack_streams(c: RedisClient, by_stream: dict[str, list[str]]) -> None:
+            with c.pipeline(transaction=False) as pipe:
                 for stream, ids in by_stream.items():
                     pipe.xack(stream, group, *ids)
                 pipe.execute()
+
+        def _ack(r: RedisClient) -> None:
+            for by_stream in by_slot.values():  # one pipeline per slot's master
+                on_slot(r, next(iter(by_stream)), partial(_ack_streams, by_stream=by_stream))
 
         await self._call(_ack)
 
@@ -280,15 +291,19 @@ class RedisStreams:
 
         by_slot: dict[int, list[StreamEntry]] = {}
         for entry in entries:
-            by_slot.setdefault(slot_of(entry.stream) if self.cluster else 0, []).append(entry)
+            by_slot.setdefault(self._slot(entry.stream), []).append(entry)
+
+        def _hand_back_slot(c: RedisClient, slot_entries: list[StreamEntry]) -> None:
+            with c.pipeline(transaction=True) as pipe:
+                for entry in slot_entries:
+                    pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)
+                    pipe.xack(entry.stream, group, entry.entry_id)
+                pipe.execute()
 
         def _hand_back(r: RedisClient) -> None:
             for slot_entries in by_slot.values():  # a transaction touches one slot
-                with r.pipeline(transaction=True) as pipe:
-                    for entry in slot_entries:
-                        pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)
-                        pipe.xack(entry.stream, group, entry.entry_id)
-                    pipe.execute()
+                on_slot(r, slot_entries[0].stream,
+                        partial(_hand_back_slot, slot_entries=slot_entries))
 
         await self._call(_hand_back)
 
