@@ -183,13 +183,15 @@ def break_socket(client: RedisClient) -> None:
     """Another thread: shut the client's socket down, so a command blocked on it fails now
     (redis-py then drops the connection and opens a new one for the next command). A cluster
     client's connections live in its nodes' pools: each in-use one is shut down."""
+    conns: list[Any] = []
     if isinstance(client, RedisCluster):
         nodes: list[Any] = client.get_nodes()  # type: ignore[no-untyped-call]
-        conns = [c for node in nodes if node.redis_connection is not None
-                 for c in getattr(node.redis_connection.connection_pool, "_in_use_connections",
-                                  ())]
-    else:
-        conns = [client.connection] if client.connection is not None else []
+        for node in nodes:
+            pool = getattr(node.redis_connection, "connection_pool", None)
+            with contextlib.suppress(RuntimeError):  # the set changed under us: skip it
+                conns.extend(list(getattr(pool, "_in_use_connections", ())))
+    elif client.connection is not None:
+        conns.append(client.connection)
     for conn in conns:
         sock = getattr(conn, "_sock", None)
         if sock is not None:

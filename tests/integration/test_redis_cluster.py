@@ -11,7 +11,7 @@ import trio
 from redis.cluster import RedisCluster as ClusterClient
 
 from gochatd.client import Client
-from gochatd.dispatch.redis_client import slot_of
+from gochatd.dispatch.redis_client import break_socket, connect, slot_of
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.gateway.ratelimit import RateLimiter
 from gochatd.model import DispatchRef, JobStatus
@@ -160,3 +160,34 @@ async def test_master_killed_mid_run_then_healed(
     assert set(tracker.executions.values()) == {1} and sorted(tracker.executions) == sorted(ids)
     assert counters.get("redis_errors", 0) >= 1
     assert slot_of("gochat:jobs:default") != slot_of("gochat:jobs:high")
+
+
+async def test_a_blocked_cluster_read_is_interrupted(redis_cluster: RedisCluster) -> None:
+    """``break_socket`` (the Handoff's interrupt) ends a read blocked on a master at once."""
+    client = connect(redis_cluster.url, cluster=True, socket_timeout_s=30.0, client_name="t")
+    key = "gochat:jobs:default"
+    client.xgroup_create(key, "g", id="0", mkstream=True)
+    outcome: list[BaseException | None] = []
+
+    def blocked_read() -> None:
+        try:
+            # The master's own client, as on_slot runs it (on_slot would try once more).
+            master = client.get_redis_connection(client.get_node_from_key(key))
+            master.xreadgroup("g", "c", {key: ">"}, block=20_000)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(trio.to_thread.run_sync, blocked_read)
+            await wait_for(lambda: any(
+                getattr(getattr(n.redis_connection, "connection_pool", None),
+                        "_in_use_connections", None) for n in client.get_nodes()),
+                what="the read in flight")
+            started = trio.current_time()
+            break_socket(client)
+        assert trio.current_time() - started < 10
+        assert outcome and outcome[0] is not None  # it failed, it did not wait 20 s
+    finally:
+        client.close()
