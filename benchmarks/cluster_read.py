@@ -54,7 +54,7 @@ def read_per_queue(r: ClusterClient, keys: list[str], count: int) -> int:
 
 
 def pipelined_reads(r: ClusterClient, keys: list[str], count: int) -> int:
-    with r.pipeline(transaction=False) as pipe:
+    with r.pipeline(transaction=False) as pipe:  # type: ignore[no-untyped-call]
         for key in keys:
             pipe.xreadgroup(GROUP, CONSUMER, {key: ">"}, count=max(1, count // len(keys)))
         results = pipe.execute()
@@ -65,7 +65,7 @@ def _reset(r: ClusterClient, keys: list[str], per_queue: int) -> None:
     for key in keys:
         r.delete(key)
         r.xgroup_create(key, GROUP, id="0", mkstream=True)
-        with r.pipeline(transaction=False) as pipe:
+        with r.pipeline(transaction=False) as pipe:  # type: ignore[no-untyped-call]
             for i in range(per_queue):
                 pipe.xadd(key, {"job_id": str(i + 1)})
             pipe.execute()
