@@ -191,3 +191,33 @@ async def test_a_blocked_cluster_read_is_interrupted(redis_cluster: RedisCluster
         assert outcome and outcome[0] is not None  # it failed, it did not wait 20 s
     finally:
         client.close()
+
+
+async def test_a_hash_tagged_prefix_reads_every_queue_in_one_slot(
+    redis_cluster: RedisCluster,
+) -> None:
+    """``stream_prefix: "{gochat}:jobs"`` puts every queue in one slot: one fill script for
+    all and a blocking read that wakes for an entry in any queue, as on one server."""
+    queues = ["high", "default", "low"]
+    streams = RedisStreams(redis_cluster.url, prefix="{gochat}:jobs", group="g",
+                           consumer="c", maxlen=1000, block_s=5.0, cluster=True)
+    assert len({slot_of(streams.key(q)) for q in queues}) == 1
+    await streams.open()
+    try:
+        await streams.ensure_groups(queues)
+        got: list[Any] = []
+
+        async def blocked_read() -> None:
+            got.extend(await streams.read(queues, 10, 5.0, fill_first=False))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(blocked_read)
+            node = redis_cluster.node_of(streams.key("low"))
+            await wait_for(lambda: b"blocked_clients:1" in node.command("INFO", "clients"),
+                           what="the read blocked on the master")  # an XADD must wake it
+            started = trio.current_time()
+            await streams.publish([DispatchRef(7, "t:x", "low", "default")])
+        assert trio.current_time() - started < 4.0  # woken, not timed out at 5 s
+        assert [(streams.queue_of(e.stream), e.fields["job_id"]) for e in got] == [("low", "7")]
+    finally:
+        await streams.close()
