@@ -82,9 +82,10 @@ async def test_gateway_rate_limit_on_the_cluster(redis_cluster: RedisCluster) ->
     limiter = RateLimiter(redis_cluster.url, cluster=True)
     await limiter.open()
     try:
-        assert (await limiter.take("tenant-a", 1.0, 2, 2)).admitted
-        refused = await limiter.take("tenant-a", 1.0, 2, 1)
-        assert not refused.admitted and refused.retry_after_s > 0
+        # One job per 100 s: the bucket's key lives ~200 s, long past the checks below.
+        assert (await limiter.take("tenant-a", 0.01, 2, 2)).admitted
+        refused = await limiter.take("tenant-a", 0.01, 2, 1)
+        assert not refused.admitted and refused.retry_after_s > 50
         assert limiter.mode == "redis"
         key = "gochat:gateway:rate:tenant-a"
         assert await _cluster_call(redis_cluster.url, lambda r: r.exists(key)) == 1
@@ -144,7 +145,7 @@ async def test_master_killed_mid_run_then_healed(
         ids += await enqueue(20, "during")
         await wait_for(lambda: worker.mode.value == "polling", timeout_s=20, what="polling")
         ids += await enqueue(20, "while-polling")
-        await wait_all_status(store, ids, JobStatus.COMPLETED, timeout_s=60)
+        await wait_all_status(store, ids, JobStatus.COMPLETED, timeout_s=120)
 
         await trio.to_thread.run_sync(redis_cluster.restart, victim)
         await wait_for(lambda: worker.mode.value == "streams", timeout_s=30,
