@@ -176,7 +176,14 @@ def translated() -> Iterator[None]:
 
 
 def close_client(client: RedisClient) -> None:
+    """Close the client; a cluster client's seed-node clients too (redis-py keeps the one it
+    bootstrapped from apart from its node map, and its close leaves that one open)."""
     client.close()
+    if isinstance(client, RedisCluster):
+        seeds = list(getattr(client.nodes_manager, "startup_nodes", {}).values())
+        for node in seeds:
+            if node.redis_connection is not None:
+                node.redis_connection.close()
 
 
 def break_socket(client: RedisClient) -> None:

@@ -126,7 +126,7 @@ class RedisStreams:
         with self._shared_lock:
             shared, self._shared, self._open = self._shared, None, False
         if shared is not None:
-            shared.close()  # only closes idle connections: no I/O to wait for
+            close_client(shared)  # only closes idle connections: no I/O to wait for
         pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
         for handoff in (pool, reader):
             if handoff is not None:

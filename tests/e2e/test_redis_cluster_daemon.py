@@ -5,14 +5,15 @@ under its first fence."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
 import pytest
-import trio
 
-from gochatd.client import Client
-from tests.support.daemon_process import DaemonFactory, poll_until
+from tests.support.daemon_process import DaemonFactory, child_env, poll_until
 from tests.support.e2e_jobs import executions, jobs, status_counts
 from tests.support.redis_cluster import RedisCluster
 
@@ -36,15 +37,31 @@ def _env(pg_url: str, cluster: RedisCluster) -> dict[str, str]:
     }
 
 
+#: A producer process of its own (as in production): gochatd.Client on the cluster, XADD
+#: after commit; prints the new ids.
+PRODUCER = """
+import json, sys, trio
+from gochatd.client import Client
+
+async def main(url, seed, n, tag, queues):
+    async with Client(url, seed, redis_cluster=True) as client:
+        return [(await client.enqueue("test:record", {"seconds": 0.02, "t": tag, "n": i},
+                                      queue=queues[i % len(queues)])).id for i in range(n)]
+
+print(json.dumps(trio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4],
+                          sys.argv[5].split(","))))
+"""
+
+
 def _enqueue(pg_url: str, cluster: RedisCluster, n: int, tag: str) -> list[int]:
-    """``n`` jobs over the queues, through a cluster client (XADD after commit)."""
-
-    async def run() -> list[int]:
-        async with Client(pg_url, cluster.url, redis_cluster=True) as client:
-            return [(await client.enqueue("test:record", {"seconds": 0.02, "t": tag, "n": i},
-                                          queue=QUEUES[i % len(QUEUES)])).id for i in range(n)]
-
-    return trio.run(run)
+    """``n`` jobs over the queues, through a cluster client in a producer process."""
+    done = subprocess.run(
+        [sys.executable, "-c", PRODUCER, pg_url, cluster.url, str(n), tag, ",".join(QUEUES)],
+        capture_output=True, text=True, timeout=120, check=False, env=child_env(),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    return [int(i) for i in json.loads(done.stdout)]
 
 
 def _modes(events: list[dict[str, Any]]) -> list[str]:

@@ -11,7 +11,7 @@ import trio
 from redis.cluster import RedisCluster as ClusterClient
 
 from gochatd.client import Client
-from gochatd.dispatch.redis_client import break_socket, connect, slot_of
+from gochatd.dispatch.redis_client import break_socket, close_client, connect, slot_of
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.gateway.ratelimit import RateLimiter
 from gochatd.model import DispatchRef, JobStatus
@@ -42,7 +42,7 @@ async def _cluster_call(url: str, fn: Any) -> Any:
         try:
             return fn(client)
         finally:
-            client.close()
+            close_client(client)
 
     return await trio.to_thread.run_sync(run)
 
@@ -191,7 +191,7 @@ async def test_a_blocked_cluster_read_is_interrupted(redis_cluster: RedisCluster
         assert trio.current_time() - started < 10
         assert outcome and outcome[0] is not None  # it failed, it did not wait 20 s
     finally:
-        client.close()
+        close_client(client)
 
 
 async def test_a_hash_tagged_prefix_reads_every_queue_in_one_slot(
