@@ -166,8 +166,9 @@ def _add_bench_args(bench: argparse.ArgumentParser) -> None:
                        help="throughput, latency, daemon, runtimes, backlog, soak, idle-in-tx, "
                        "migrate or all (default: throughput,latency,daemon,runtimes; with --smoke: all)")
     bench.add_argument("--backend", metavar="B[,B…]", default="all",
-                       help="sqlite, postgres (polling), postgres+redis or all (default); "
-                       "pgbouncer, pgbouncer+redis: through a pgbouncer (not in all)")
+                       help="sqlite, postgres (polling), postgres+redis, postgres+redis-cluster "
+                       "(a 3-master cluster of its own) or all (default); pgbouncer, "
+                       "pgbouncer+redis: through a pgbouncer (not in all)")
     bench.add_argument("--pgbouncer", action="store_true",
                        help="throughput also through a pgbouncer (transaction mode) started "
                        "for the run, beside each PostgreSQL backend (docs/pgbouncer.md)")

@@ -63,10 +63,12 @@ class ClientCore:
         max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
+        redis_cluster: bool = DEFAULTS["redis_cluster"],
         on_enqueued: Callable[[Job], None] | None = None,
     ) -> None:
         self._database_url = database_url
         self._redis_url = redis_url
+        self._redis_cluster = redis_cluster
         self._stream_prefix = stream_prefix
         self._consumer_group = consumer_group
         self.streams: RedisStreams | None = None
@@ -87,6 +89,7 @@ class ClientCore:
         return RedisStreams(
             self._redis_url, prefix=self._stream_prefix, group=self._consumer_group,
             consumer="client", maxlen=DEFAULTS["worker_redis_stream_maxlen"], block_s=1.0,
+            cluster=self._redis_cluster,
         )
 
     def _request(self, job_type: str, payload: dict[str, Any] | None, **fields: Any
@@ -145,6 +148,7 @@ class Client(ClientCore):
         max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
+        redis_cluster: bool = DEFAULTS["redis_cluster"],
         on_enqueued: Callable[[Job], None] | None = None,
         database_prepare: str = "auto",
     ) -> None:
@@ -152,7 +156,7 @@ class Client(ClientCore):
             raise ConfigError("Client needs a database_url or a store")
         super().__init__(database_url, redis_url, max_payload_bytes=max_payload_bytes,
                          stream_prefix=stream_prefix, consumer_group=consumer_group,
-                         on_enqueued=on_enqueued)
+                         redis_cluster=redis_cluster, on_enqueued=on_enqueued)
         self._prepare = database_prepare
         self.store: JobStore | None = store
         self.streams = streams

@@ -53,6 +53,7 @@ class Settings:
     database_listen_url: str = _default("database_listen_url")
     database_prepare: str = _default("database_prepare")
     redis_url: str = _default("redis_url")
+    redis_cluster: bool = _default("redis_cluster")
     handlers: list[str] = field(default_factory=_fresh("handlers"))
     handlers_http: dict[str, dict[str, Any]] = field(default_factory=_fresh("handlers_http"))
     periodic: dict[str, dict[str, Any]] = field(default_factory=_fresh("periodic"))

@@ -241,6 +241,8 @@ FIELDS: tuple[FieldSpec, ...] = (
               help="server-side prepared statements: auto (off behind a pooler), on, off"),
     FieldSpec("redis_url", _parse_url(("redis", "rediss", "unix"), True), "", secret=True,
               help="empty: no Redis, workers poll the database"),
+    FieldSpec("redis_cluster", _parse_bool, False,
+              help="redis_url is a seed node of a Redis Cluster (docs/redis-cluster.md)"),
     FieldSpec("handlers", _parse_list, [], help="modules that register handlers"),
     FieldSpec("handlers.http", parse_http_handlers, {},
               help="job type or 'prefix:*' -> {url, timeout_s, secret_env}: run by an HTTP endpoint"),

@@ -54,9 +54,11 @@ class SyncClient(ClientCore):
         max_payload_bytes: int = DEFAULTS["worker_max_payload_bytes"],
         stream_prefix: str = DEFAULTS["worker_redis_stream_prefix"],
         consumer_group: str = DEFAULTS["worker_redis_consumer_group"],
+        redis_cluster: bool = DEFAULTS["redis_cluster"],
     ) -> None:
         super().__init__(database_url, redis_url, max_payload_bytes=max_payload_bytes,
-                         stream_prefix=stream_prefix, consumer_group=consumer_group)
+                         stream_prefix=stream_prefix, consumer_group=consumer_group,
+                         redis_cluster=redis_cluster)
         self._store: JobStore = open_store(database_url, pool_size=pool_size)
         self._lock = threading.Lock()
         self._state = "new"  # new -> open -> closed

@@ -17,6 +17,7 @@ import pytest
 from gochatd.store import JobStore, open_store
 from tests.support.daemon_process import DaemonFactory
 from tests.support.pgbouncer import PgBouncer, pgbouncer_binary
+from tests.support.redis_cluster import RedisCluster
 from tests.support.redis_server import RedisServer
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
@@ -117,6 +118,15 @@ def own_redis(redis_binary: str) -> Iterator[RedisServer]:
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def redis_cluster(redis_binary: str) -> Iterator[RedisCluster]:
+    """A 3-master Redis Cluster only this test uses (its masters may be killed)."""
+    cluster = RedisCluster(redis_binary)
+    cluster.start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture

@@ -74,12 +74,13 @@ async def run_bench(args: argparse.Namespace) -> int:
 
 async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> None:
     if scenario == "throughput":
-        from benchmarks.bench.throughput import run_throughput
+        from benchmarks.bench.throughput import cluster_vs_single, run_throughput
 
         for backend in opts.backends:
             progress(f"  throughput on {backend}")
             await run_throughput(opts, backend, report, profile=backend == opts.stream_backend)
         pooled_change(report)
+        cluster_vs_single(report)
     elif scenario == "latency":
         from benchmarks.bench.latency import run_latency
 

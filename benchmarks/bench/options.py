@@ -9,7 +9,8 @@ import argparse
 import os
 from dataclasses import dataclass
 
-BACKENDS = ("sqlite", "postgres", "postgres+redis")
+#: ``postgres+redis-cluster``: a 3-master Redis Cluster the bench starts on loopback.
+BACKENDS = ("sqlite", "postgres", "postgres+redis", "postgres+redis-cluster")
 #: ``--pgbouncer``: each PostgreSQL backend's twin through a pgbouncer in transaction mode.
 POOLED = {"postgres": "pgbouncer", "postgres+redis": "pgbouncer+redis"}
 SCENARIOS = ("throughput", "latency", "daemon", "runtimes", "backlog", "soak", "idle-in-tx",

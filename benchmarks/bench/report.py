@@ -73,6 +73,10 @@ ROWS: tuple[Row, ...] = (
           "within 15 %", f"{pooled}.{name}_change_pct", "%", lambda v: v >= -15.0, "throughput")
       for direct, pooled in (("postgres+redis", "pgbouncer+redis"), ("postgres", "pgbouncer"))
       for name in ("drain", "e2e")),
+    Row("redis_cluster_drain", "Redis Cluster drain vs single Redis (change)", "within 15 %",
+        "redis_cluster.drain_change_pct", "%", _at_least(-15.0), "throughput"),
+    Row("redis_cluster_e2e", "Redis Cluster end-to-end vs single Redis (change)",
+        "within 15 %", "redis_cluster.e2e_change_pct", "%", _at_least(-15.0), "throughput"),
     Row("daemon_e2e", "end-to-end, 8 producers, gochatd serve process", ">= 5,000 jobs/s",
         "daemon.e2e_jobs_per_s", "jobs/s", _at_least(5_000), "daemon"),
     Row("cpu_per_job", "daemon CPU per job (serve process, e2e)", "<= 150 us",

@@ -4,15 +4,17 @@
 PostgreSQL: a database ``gochatd_bench_<random>`` is created on the server and dropped with
 FORCE at the end, also on failure or Ctrl-C; the server's own databases are never written.
 SQLite: a file in a temporary directory. Redis: streams under a private prefix, deleted at
-the end."""
+the end. Redis Cluster: three masters of the bench's own on loopback, stopped at the end."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -35,6 +37,26 @@ def _server_admin(server: str, sql: str) -> None:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StoreUnavailable(
             f"bench: PostgreSQL server {mask_url(server)}: {reason}") from None
+
+
+@asynccontextmanager
+async def scratch_cluster() -> AsyncIterator[str]:
+    """Start a 3-master Redis Cluster on loopback (``redis-server``, ``redis-cli`` on PATH)
+    and yield its seed node's URL; stop it afterwards, also on Ctrl-C."""
+    from benchmarks.chaos.redis_cluster import RedisCluster
+
+    with tempfile.TemporaryDirectory(prefix="gochatd-bench-cluster-") as tmp:
+        cluster = RedisCluster(Path(tmp))
+        try:
+            try:
+                await trio.to_thread.run_sync(cluster.start)
+            except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                raise DispatchUnavailable(f"bench: could not start a Redis Cluster: "
+                                          f"{str(exc)[:200]}") from None
+            yield cluster.url
+        finally:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(cluster.stop)
 
 
 @asynccontextmanager

@@ -143,10 +143,12 @@ class Snapshot:
 
 
 class ScenarioDb:
-    def __init__(self, cluster: PgCluster, name: str, redis_url: str) -> None:
+    def __init__(self, cluster: PgCluster, name: str, redis_url: str,
+                 redis_cluster: bool = False) -> None:
         self.cluster = cluster
         self.name = name
         self.redis_url = redis_url
+        self.redis_cluster = redis_cluster
         self.url = cluster.url(name)  # superuser: reads, recorder, ghosts
         self.app_url = cluster.url(name, APP_ROLE)  # the producer and migrations
         self._conn: psycopg.Connection[Any] | None = None
@@ -240,7 +242,8 @@ class ScenarioDb:
         ids = [0] * len(specs)
 
         async def main() -> None:
-            async with Client(self.app_url, self.redis_url) as client:
+            async with Client(self.app_url, self.redis_url,
+                              redis_cluster=self.redis_cluster) as client:
                 todo = iter(range(len(specs)))
 
                 async def producer() -> None:

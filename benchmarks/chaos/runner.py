@@ -23,6 +23,7 @@ from benchmarks.chaos.fleet import REPO_ROOT, Fleet
 from benchmarks.chaos.invariants import Checker, Expectations, recovery
 from benchmarks.chaos.postgres import APP_ROLE, PgCluster
 from benchmarks.chaos.proxy import FaultProxy
+from benchmarks.chaos.redis_cluster import RedisCluster
 from benchmarks.chaos.redis_server import RedisServer, free_port
 from benchmarks.chaos.report import ScenarioResult
 from benchmarks.chaos.scenarios import SCENARIOS
@@ -49,7 +50,8 @@ def _common_env(timing: Timing, scenario: Scenario) -> dict[str, str]:
 
 
 def _slot_env(
-    services: Services, db: ScenarioDb, scenario: Scenario, workers: int
+    services: Services, db: ScenarioDb, scenario: Scenario, workers: int,
+    redis_cluster: RedisCluster | None = None,
 ) -> dict[int, dict[str, str]]:
     extra = scenario.slot_env(workers) if scenario.slot_env else {}
     out: dict[int, dict[str, str]] = {}
@@ -58,6 +60,8 @@ def _slot_env(
             "GOCHAT_DATABASE_URL": services.cluster.url(db.name, APP_ROLE, port=services.pg_ports[slot]),
             "GOCHAT_REDIS_URL": f"redis://127.0.0.1:{services.redis_ports[slot]}/0",
             "CHAOS_RECORD_URL": db.url,
+            **({"GOCHAT_REDIS_URL": redis_cluster.url, "GOCHAT_REDIS_CLUSTER": "true"}
+               if redis_cluster is not None else {}),
             **extra.get(slot, {}),
         }
     return out
@@ -71,11 +75,26 @@ def run_scenario(scenario: Scenario, opts: Options, services: Services) -> Scena
     started = time.monotonic()
     services.proxy.reset()
     services.redis.flushall()
-    db = ScenarioDb(services.cluster, f"chaos_{scenario.name}", services.redis.url)
-    db.create()
-    fleet = Fleet(workdir, opts.workers, _common_env(timing, scenario),
-                  _slot_env(services, db, scenario, opts.workers))
-    ctx = Context(scenario, opts, timing, services, db, fleet)
+    with contextlib.ExitStack() as stack:
+        redis_cluster = None
+        if scenario.redis_cluster:
+            redis_cluster = RedisCluster(workdir / "redis-cluster")
+            stack.callback(redis_cluster.stop)
+            redis_cluster.start()
+        redis_url = redis_cluster.url if redis_cluster else services.redis.url
+        db = ScenarioDb(services.cluster, f"chaos_{scenario.name}", redis_url,
+                        redis_cluster=redis_cluster is not None)
+        db.create()
+        fleet = Fleet(workdir, opts.workers, _common_env(timing, scenario),
+                      _slot_env(services, db, scenario, opts.workers, redis_cluster))
+        ctx = Context(scenario, opts, timing, services, db, fleet, redis_cluster)
+        _run_and_judge(ctx, result, workdir)
+    result.duration_s = round(time.monotonic() - started, 1)
+    return result
+
+
+def _run_and_judge(ctx: Context, result: ScenarioResult, workdir: Path) -> None:
+    scenario, opts, timing, db, fleet = ctx.scenario, ctx.opts, ctx.timing, ctx.db, ctx.fleet
     try:
         try:
             if scenario.start_fleet:
@@ -103,8 +122,6 @@ def run_scenario(scenario: Scenario, opts: Options, services: Services) -> Scena
         db.close()
         with contextlib.suppress(Exception):
             db.drop()
-    result.duration_s = round(time.monotonic() - started, 1)
-    return result
 
 
 def _judge(result: ScenarioResult, ctx: Context, timing: Timing) -> None:

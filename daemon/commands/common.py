@@ -47,6 +47,7 @@ async def with_client(settings: Settings, fn: Callable[[Client], Awaitable[int]]
         stream_prefix=settings.worker_redis_stream_prefix,
         consumer_group=settings.worker_redis_consumer_group,
         database_prepare=settings.database_prepare,
+        redis_cluster=settings.redis_cluster,
     ) as client:
         assert client.store is not None
         await require_schema(client.store, settings.database_url)

@@ -1,5 +1,6 @@
 """Redis Streams dispatch: XADD on enqueue, XREADGROUP in one consumer group, XACK after the
-final state commits, XAUTOCLAIM for entries stranded by dead consumers.
+final state commits, XAUTOCLAIM for entries stranded by dead consumers. On one Redis server,
+or on a Redis Cluster (``redis_cluster``): there each script runs once per hash slot.
 
 Synchronous redis-py (with hiredis) on connections owned by threads (``handoff.Handoff``):
 every public method is one unit of work, one thread hop. The blocking read has a connection
@@ -12,25 +13,36 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from redis.retry import Retry
+from redis.exceptions import ResponseError
 
 from gochatd.config import Settings
 from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
+from gochatd.dispatch.redis_client import (
+    LuaScript,
+    RedisClient,
+    break_socket,
+    check_cluster_url,
+    close_client,
+    connect,
+    on_slot,
+    ping,
+    slot_groups,
+    slot_of,
+    translated,
+)
 from gochatd.dispatch.scripts import FILL_SCRIPT, PUBLISH_SCRIPT
-from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
+from gochatd.errors import DispatchUnavailable, ResourceClosed
 from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
 
-_TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError)
+#: In a cluster a blocking XREADGROUP can wait on one slot's streams only: with queues in
+#: several slots it waits at most this long, so the others are read again soon.
+CLUSTER_BLOCK_S = 0.1
 
 
 class RedisStreams:
@@ -43,25 +55,36 @@ class RedisStreams:
         consumer: str,
         maxlen: int,
         block_s: float,
+        cluster: bool = False,
     ) -> None:
+        if cluster:
+            check_cluster_url(url)
         self._url = url
+        self.cluster = cluster
         self.prefix = prefix
         self.group = group
         self.consumer = consumer
         self.maxlen = maxlen
         self.block_s = block_s
-        self._pool: Handoff[redis.Redis] | None = None
-        self._reader: Handoff[redis.Redis] | None = None
-        self._shared: redis.Redis | None = None
-        self._fill: Any = None
-        self._publish: Any = None
+        self._pool: Handoff[RedisClient] | None = None
+        self._reader: Handoff[RedisClient] | None = None
+        self._shared: RedisClient | None = None
+        self._shared_lock = threading.Lock()
+        self._open = False
+        self._fill = LuaScript(FILL_SCRIPT)
+        self._publish = LuaScript(PUBLISH_SCRIPT)
 
     @classmethod
     def from_settings(cls, settings: Settings, *, consumer: str) -> RedisStreams:
         return cls(settings.redis_url, prefix=settings.worker_redis_stream_prefix,
                    group=settings.worker_redis_consumer_group, consumer=consumer,
                    maxlen=settings.worker_redis_stream_maxlen,
-                   block_s=settings.worker_redis_block_timeout_s)
+                   block_s=settings.worker_redis_block_timeout_s,
+                   cluster=settings.redis_cluster)
+
+    def _slot(self, key: str) -> int:
+        """The key's hash slot in a cluster; one server is one "slot"."""
+        return slot_of(key) if self.cluster else 0
 
     def key(self, queue: str) -> str:
         return f"{self.prefix}:{queue}"
@@ -69,45 +92,41 @@ class RedisStreams:
     def queue_of(self, key: str) -> str:
         return key[len(self.prefix) + 1:]
 
-    def _connect(self, socket_timeout_s: float) -> redis.Redis:
-        """A connection thread's own client (one connection, opened on first use)."""
-        return redis.Redis.from_url(
-            self._url,
-            decode_responses=False,
-            socket_connect_timeout=2.0,
-            socket_timeout=socket_timeout_s,
-            health_check_interval=0,
-            client_name="gochatd",
-            single_connection_client=True,
-            # A connection left over from before a Redis restart fails its first command;
-            # retry that once on a fresh connection (a real outage still fails).
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
+    def _connect(self, socket_timeout_s: float) -> RedisClient:
+        """A connection thread's own client (one connection, opened on first use; a cluster
+        client one per master)."""
+        return connect(self._url, cluster=self.cluster, socket_timeout_s=socket_timeout_s,
+                       client_name="gochatd")
 
     async def open(self) -> None:
         # Commands answer at once; anything much slower than a second is a hang.
         self._pool = Handoff(
-            "gochatd-redis", lambda: self._connect(5.0), _close_client, size=4,
-            interrupt=_break_socket, abandon_s=1.0,
+            "gochatd-redis", lambda: self._connect(5.0), close_client, size=4,
+            interrupt=break_socket, abandon_s=1.0,
         )
         # A blocked read returns within block_s; it gets a connection of its own.
         self._reader = Handoff(
-            "gochatd-redis-read", lambda: self._connect(self.block_s + 5.0), _close_client,
-            interrupt=_break_socket, abandon_s=1.0,
+            "gochatd-redis-read", lambda: self._connect(self.block_s + 5.0), close_client,
+            interrupt=break_socket, abandon_s=1.0,
         )
-        # Thread-safe (a connection pool): for callers on other pools' threads.
-        self._shared = redis.Redis.from_url(
-            self._url, socket_connect_timeout=2.0, socket_timeout=5.0, health_check_interval=0,
-            client_name="gochatd", max_connections=16,
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-        )
-        self._fill = self._shared.register_script(FILL_SCRIPT)
-        self._publish = self._shared.register_script(PUBLISH_SCRIPT)
+        self._open = True
+
+    def _shared_client(self) -> RedisClient:
+        """Thread-safe (a connection pool): for callers on other pools' threads. Made on
+        first use, on such a thread (a cluster client asks for the slot map)."""
+        with self._shared_lock:
+            if not self._open:
+                raise DispatchUnavailable("redis client not open")
+            if self._shared is None:
+                self._shared = connect(self._url, cluster=self.cluster, socket_timeout_s=5.0,
+                                       client_name="gochatd", single=False, max_connections=16)
+            return self._shared
 
     async def close(self) -> None:
-        shared, self._shared = self._shared, None
+        with self._shared_lock:
+            shared, self._shared, self._open = self._shared, None, False
         if shared is not None:
-            shared.close()  # only closes idle connections: no I/O to wait for
+            close_client(shared)  # only closes idle connections: no I/O to wait for
         pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
         for handoff in (pool, reader):
             if handoff is not None:
@@ -117,7 +136,7 @@ class RedisStreams:
         handoff = self._reader if reader else self._pool
         if handoff is None:
             raise DispatchUnavailable("redis client not open")
-        with _translated():
+        with translated():
             try:
                 return await handoff.run(lambda r: fn(r, *args))
             except ResourceClosed:
@@ -126,10 +145,8 @@ class RedisStreams:
     # -- health ----------------------------------------------------------------------------
 
     async def ping(self) -> None:
-        def _ping(r: redis.Redis) -> None:
-            r.ping()
-
-        await self._call(_ping)
+        """PING Redis; in a cluster every master (one down: the daemon polls)."""
+        await self._call(ping)
 
     async def check_url(self) -> None:
         """Refuse a URL the server never accepts (a database index it does not have:
@@ -141,7 +158,7 @@ class RedisStreams:
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
 
-        def _ensure(r: redis.Redis, keys: list[str]) -> None:
+        def _ensure(r: RedisClient, keys: list[str]) -> None:
             for key in keys:
                 try:
                     r.xgroup_create(key, group, id="0", mkstream=True)
@@ -164,21 +181,29 @@ class RedisStreams:
         thread-safe client of its own. Raises ``DispatchUnavailable``."""
         if not refs:
             return
-        client = self._shared
-        if client is None:
-            raise DispatchUnavailable("redis client not open")
-        with _translated():
-            self._publish_with(client, refs)
+        with translated():
+            self._publish_with(self._shared_client(), refs)
 
-    def _publish_with(self, r: redis.Redis, refs: Sequence[DispatchRef]) -> None:
-        keys: dict[str, int] = {}
-        entries = [
-            [keys.setdefault(self.key(ref.queue), len(keys) + 1), str(ref.job_id), ref.job_type,
-             ref.queue, ref.tenant_id]
-            for ref in refs
-        ]
-        args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
-        self._publish(keys=list(keys), args=args, client=r)
+    def _publish_with(self, r: RedisClient, refs: Sequence[DispatchRef]) -> None:
+        """One script call for all (one Redis), or one per hash slot (a cluster)."""
+        by_slot: dict[int, list[DispatchRef]] = {}
+        for ref in refs:
+            by_slot.setdefault(self._slot(self.key(ref.queue)), []).append(ref)
+        first_error: Exception | None = None
+        for group in by_slot.values():
+            keys: dict[str, int] = {}
+            entries = [
+                [keys.setdefault(self.key(ref.queue), len(keys) + 1), str(ref.job_id),
+                 ref.job_type, ref.queue, ref.tenant_id]
+                for ref in group
+            ]
+            args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
+            try:  # like the script's own entries: one slot failing does not stop the others
+                on_slot(r, next(iter(keys)), partial(self._publish, keys=list(keys), args=args))
+            except Exception as exc:  # re-raised below, after every slot
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
 
     # -- consuming -------------------------------------------------------------------------
 
@@ -193,26 +218,37 @@ class RedisStreams:
         less than it could take, so there is nothing to share out by weight."""
         if count <= 0 or not queues:
             return []
-        keys = [self.key(q) for q in queues]
+        groups = slot_groups([self.key(q) for q in queues], self.cluster)
         group, consumer, fill = self.group, self.consumer, self._fill
+        # A cluster blocks on the first slot's streams only: with more slots, fill from all
+        # of them first and block briefly.
+        keys = groups[0]
+        if len(groups) > 1:
+            fill_first, block_s = True, min(block_s, CLUSTER_BLOCK_S)
         block_ms = max(1, int(block_s * 1000))
         # XREADGROUP's COUNT is per stream: split it so the total stays within ``count``.
         per_stream = max(1, count // len(keys))
 
-        def _fill(r: redis.Redis) -> list[StreamEntry]:
-            got = fill(keys=keys, args=[group, consumer, count], client=r)
-            return [entry_from_redis(s, i, f) for s, i, f in got or []]
+        def _fill(r: RedisClient) -> list[StreamEntry]:
+            out: list[StreamEntry] = []
+            for slot_keys in groups:  # one script call per hash slot, in the weighted order
+                if len(out) >= count:
+                    break
+                args = [group, consumer, count - len(out)]
+                got = on_slot(r, slot_keys[0], partial(fill, keys=slot_keys, args=args))
+                out.extend(entry_from_redis(s, i, f) for s, i, f in got or [])
+            return out
 
-        def _read(r: redis.Redis) -> list[StreamEntry]:
+        def _read(r: RedisClient) -> list[StreamEntry]:
             if fill_first:
                 got = _fill(r)
                 if got:
                     return got
             try:
-                res: Any = r.xreadgroup(
+                res: Any = on_slot(r, keys[0], lambda c: c.xreadgroup(
                     group, consumer, dict.fromkeys(keys, ">"),
                     count=count if fill_first else per_stream, block=block_ms,
-                )
+                ))
             except ResponseError as exc:
                 # NOGROUP: the group is gone; UNBLOCKED: the stream was deleted while we
                 # waited on it. The fill recreates both.
@@ -229,16 +265,21 @@ class RedisStreams:
     async def ack(self, entries: Sequence[StreamEntry]) -> None:
         if not entries:
             return
-        by_stream: dict[str, list[str]] = {}
+        by_slot: dict[int, dict[str, list[str]]] = {}
         for entry in entries:
-            by_stream.setdefault(entry.stream, []).append(entry.entry_id)
+            by_slot.setdefault(self._slot(entry.stream), {}).setdefault(
+                entry.stream, []).append(entry.entry_id)
         group = self.group
 
-        def _ack(r: redis.Redis) -> None:
-            with r.pipeline(transaction=False) as pipe:
+        def _ack_streams(c: RedisClient, by_stream: dict[str, list[str]]) -> None:
+            with c.pipeline(transaction=False) as pipe:
                 for stream, ids in by_stream.items():
                     pipe.xack(stream, group, *ids)
                 pipe.execute()
+
+        def _ack(r: RedisClient) -> None:
+            for by_stream in by_slot.values():  # one pipeline per slot's master
+                on_slot(r, next(iter(by_stream)), partial(_ack_streams, by_stream=by_stream))
 
         await self._call(_ack)
 
@@ -248,12 +289,21 @@ class RedisStreams:
             return
         group, maxlen = self.group, self.maxlen
 
-        def _hand_back(r: redis.Redis) -> None:
-            with r.pipeline(transaction=True) as pipe:
-                for entry in entries:
-                    pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)  # type: ignore[arg-type]
+        by_slot: dict[int, list[StreamEntry]] = {}
+        for entry in entries:
+            by_slot.setdefault(self._slot(entry.stream), []).append(entry)
+
+        def _hand_back_slot(c: RedisClient, slot_entries: list[StreamEntry]) -> None:
+            with c.pipeline(transaction=True) as pipe:
+                for entry in slot_entries:
+                    pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)
                     pipe.xack(entry.stream, group, entry.entry_id)
                 pipe.execute()
+
+        def _hand_back(r: RedisClient) -> None:
+            for slot_entries in by_slot.values():  # a transaction touches one slot
+                on_slot(r, slot_entries[0].stream,
+                        partial(_hand_back_slot, slot_entries=slot_entries))
 
         await self._call(_hand_back)
 
@@ -265,7 +315,7 @@ class RedisStreams:
         group, consumer = self.group, self.consumer
         min_idle_ms = int(min_idle_s * 1000)
 
-        def _autoclaim(r: redis.Redis) -> list[StreamEntry]:
+        def _autoclaim(r: RedisClient) -> list[StreamEntry]:
             out: list[StreamEntry] = []
             for key in keys:
                 try:
@@ -295,7 +345,7 @@ class RedisStreams:
         """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""
         key = self.key(queue)
 
-        def _backlog(r: redis.Redis) -> int:
+        def _backlog(r: RedisClient) -> int:
             info = self._group_info(r, key)
             if info is None:
                 return 0
@@ -306,7 +356,7 @@ class RedisStreams:
 
         return int(await self._call(_backlog))
 
-    def _group_info(self, r: redis.Redis, key: str) -> dict[str, Any] | None:
+    def _group_info(self, r: RedisClient, key: str) -> dict[str, Any] | None:
         try:
             groups: list[dict[str, Any]] = r.xinfo_groups(key)
         except ResponseError:
@@ -317,7 +367,7 @@ class RedisStreams:
         """Drop entries every consumer has read and acked; returns entries removed."""
         keys = [self.key(q) for q in queues]
 
-        def _trim(r: redis.Redis) -> int:
+        def _trim(r: RedisClient) -> int:
             removed = 0
             for key in keys:
                 info = self._group_info(r, key)
@@ -334,37 +384,3 @@ class RedisStreams:
             return removed
 
         return int(await self._call(_trim))
-
-
-@contextlib.contextmanager
-def _translated() -> Iterator[None]:
-    """redis-py's errors as gochatd's: an outage, a loading or busy server and a key of the
-    wrong type are ``DispatchUnavailable`` (the database dispatches instead)."""
-    try:
-        yield
-    except _TRANSIENT as exc:
-        raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
-    except RedisError as exc:
-        if "DB index is out of range" in str(exc):  # SELECT n: the user's URL is wrong
-            raise ConfigError("redis_url: the Redis server has no database with that index "
-                              "(DB index is out of range; 'databases' is 16 by default, "
-                              "0-15)") from None
-        if "LOADING" in str(exc) or "BUSY" in str(exc):
-            raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
-        if "WRONGTYPE" in str(exc):
-            # A stream key holds something else: Redis cannot dispatch, the database can.
-            raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None
-        raise
-
-
-def _close_client(client: redis.Redis) -> None:
-    client.close()
-
-
-def _break_socket(client: redis.Redis) -> None:
-    """Another thread: shut the client's socket down, so a command blocked on it fails now
-    (redis-py then drops the connection and opens a new one for the next command)."""
-    conn = client.connection
-    sock = getattr(conn, "_sock", None) if conn is not None else None
-    if sock is not None:
-        sock.shutdown(socket.SHUT_RDWR)

@@ -28,7 +28,7 @@ class Gateway:
     def __init__(self, settings: Settings, registry: CollectorRegistry) -> None:
         self.settings = settings
         self.keys = KeyRing(settings.gateway_keys)
-        self.limiter = RateLimiter(settings.redis_url)
+        self.limiter = RateLimiter(settings.redis_url, cluster=settings.redis_cluster)
         self.counts: Counter[tuple[str, str]] = Counter()
         registry.register(_GatewayCollector(self))
 

@@ -17,16 +17,23 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import redis
 import trio
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 
+from gochatd.dispatch.redis_client import (
+    RedisClient,
+    check_cluster_url,
+    close_client,
+    connect,
+    ping,
+)
 from gochatd.errors import ResourceClosed
 from gochatd.handoff import Handoff
 
 KEY_PREFIX = "gochat:gateway:rate:"
 #: Redis answers in well under this on a healthy network; a slow one falls back to local.
 REDIS_TIMEOUT_S = 0.5
+_UNAVAILABLE = (RedisError, RedisClusterException, OSError, TimeoutError, ResourceClosed)
 
 #: KEYS[1] tenant's TAT key; ARGV: interval (µs per job), burst (jobs), cost (jobs).
 #: Returns {admitted (0/1), retry_after_us}.
@@ -80,25 +87,27 @@ class LocalBuckets:
 
 
 class RateLimiter:
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, *, cluster: bool = False) -> None:
+        if redis_url and cluster:
+            check_cluster_url(redis_url)
         self._url = redis_url
-        self._redis: Handoff[redis.Redis] | None = None
+        self._cluster = cluster
+        self._redis: Handoff[RedisClient] | None = None
         self._sha: str | None = None
         self.local = LocalBuckets()
         #: "redis" while the shared limiter answers, "local" otherwise.
         self.mode = "local"
 
-    def _connect(self) -> redis.Redis:
-        return redis.Redis.from_url(
-            self._url, socket_connect_timeout=REDIS_TIMEOUT_S,
-            socket_timeout=REDIS_TIMEOUT_S, health_check_interval=0,
-            client_name="gochatd-gateway", single_connection_client=True,
-        )
+    def _connect(self) -> RedisClient:
+        """One connection (one Redis), or a cluster client: the tenant's one key is in one
+        slot, so the script runs on that slot's master."""
+        return connect(self._url, cluster=self._cluster, socket_timeout_s=REDIS_TIMEOUT_S,
+                       connect_timeout_s=REDIS_TIMEOUT_S, client_name="gochatd-gateway")
 
     async def open(self) -> None:
         if not self._url:
             return
-        self._redis = Handoff("gochatd-ratelimit", self._connect, _close_client, size=2)
+        self._redis = Handoff("gochatd-ratelimit", self._connect, close_client, size=2)
         self.mode = "redis"
 
     async def close(self) -> None:
@@ -119,11 +128,11 @@ class RateLimiter:
                     lambda r: self._evaluate(r, key, interval_us, burst, cost)
                 )
                 return Decision(bool(admitted), wait_us / 1_000_000)
-            except (RedisError, OSError, TimeoutError, ResourceClosed):
+            except _UNAVAILABLE:
                 self.mode = "local"  # the gateway loop probes and switches back
         return self.local.take(tenant, rate_per_s, burst, cost)
 
-    def _evaluate(self, r: redis.Redis, key: str, interval_us: float, burst: int,
+    def _evaluate(self, r: RedisClient, key: str, interval_us: float, burst: int,
                   cost: int) -> tuple[int, int]:
         """Connection thread: EVALSHA, loading the script once when the server lacks it."""
         args: list[Any] = [interval_us, burst, cost]
@@ -142,11 +151,8 @@ class RateLimiter:
         if self.mode == "redis" or self._redis is None:
             return
         try:
-            await self._redis.run(lambda r: r.ping())
-        except (RedisError, OSError, TimeoutError, ResourceClosed):
+            await self._redis.run(ping)
+        except _UNAVAILABLE:
             return
         self.mode = "redis"
 
-
-def _close_client(client: redis.Redis) -> None:
-    client.close()

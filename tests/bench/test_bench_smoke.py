@@ -48,6 +48,7 @@ def test_bench_smoke_measures_every_row_and_cleans_up(tmp_path: Path, redis_url:
     assert figures["postgres+redis.mode"] == "streams"
     assert figures["pgbouncer.mode"] == "polling"  # through a pgbouncer started for the run
     assert figures["pgbouncer+redis.mode"] == "streams"
+    assert figures["postgres+redis-cluster.mode"] == "streams"
     # The idle-in-transaction holder really held a snapshot: dead tuples piled up while it
     # was open and a vacuum could remove them once it ended.
     assert figures["idle_tx.dead_tuples_peak"] > 0

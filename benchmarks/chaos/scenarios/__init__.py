@@ -11,8 +11,8 @@ _BY_NAME = {s.name: s for s in [*processes.SCENARIOS, *postgres.SCENARIOS, *redi
 ORDER = [
     "crash_recovery", "repeated_kills", "postgres_restart", "pg_backend_kill", "pg_partition",
     "pgbouncer_restart",
-    "redis_restart", "redis_partition", "pool_exhaustion", "retry_storm", "priority_starvation",
-    "poison_job", "rolling_restart", "clock_skew",
+    "redis_restart", "redis_partition", "redis_cluster_master_kill", "pool_exhaustion",
+    "retry_storm", "priority_starvation", "poison_job", "rolling_restart", "clock_skew",
 ]
 SCENARIOS: dict[str, Scenario] = {name: _BY_NAME[name] for name in ORDER}
 assert set(SCENARIOS) == set(_BY_NAME), "a scenario is missing from ORDER"

@@ -18,6 +18,7 @@ from benchmarks.chaos.fleet import Fleet
 from benchmarks.chaos.invariants import Fault
 from benchmarks.chaos.postgres import PgCluster
 from benchmarks.chaos.proxy import FaultProxy
+from benchmarks.chaos.redis_cluster import RedisCluster
 from benchmarks.chaos.redis_server import RedisServer
 from benchmarks.chaos.settings import Options, Timing
 from benchmarks.chaos.wait import hold_for, poll_until
@@ -56,6 +57,9 @@ class Scenario:
     overlap_allowed: bool = False
     #: Daemons exit on their own (poison job); otherwise any such exit is a violation.
     crashes_allowed: bool = False
+    #: The fleet and the producer use a 3-master Redis Cluster of the scenario's own
+    #: (``ctx.redis_cluster``; reached directly, not through the fault proxy).
+    redis_cluster: bool = False
 
 
 class Context:
@@ -67,8 +71,10 @@ class Context:
         services: Services,
         db: ScenarioDb,
         fleet: Fleet,
+        redis_cluster: RedisCluster | None = None,
     ) -> None:
         self.scenario = scenario
+        self.redis_cluster = redis_cluster
         self.opts = opts
         self.timing = timing
         self.services = services

@@ -1,5 +1,5 @@
-"""Scenarios that break Redis: a restart that loses every stream and group, and a
-black-hole partition between every daemon and Redis."""
+"""Scenarios that break Redis: a restart that loses every stream and group, a black-hole
+partition between every daemon and Redis, and a Redis Cluster master killed mid-run."""
 
 from __future__ import annotations
 
@@ -95,8 +95,60 @@ def redis_partition(ctx: Context) -> None:
     ctx.probe_maintenance()
 
 
+#: Queues whose streams sit on different masters of the scenario's cluster.
+CLUSTER_QUEUES = ("high", "default", "low", "maint")
+
+
+def redis_cluster_master_kill(ctx: Context) -> None:
+    """A 3-master Redis Cluster (no replicas): SIGKILL the master that holds the ``default``
+    stream with handlers in flight, keep enqueueing while it is down (longer than the node
+    timeout: the others mark it failed), start it again with its nodes.conf (its slots come
+    back, its streams are gone). Daemons poll meanwhile and return to streams once the
+    cluster says ok; the sweep re-dispatches what the lost streams held."""
+    cluster = ctx.redis_cluster
+    assert cluster is not None
+    down_s = 3.0 if ctx.opts.smoke else 10.0
+    ctx.notes["masters_of_queues"] = {q: cluster.node_of(f"gochat:jobs:{q}").port
+                                      for q in CLUSTER_QUEUES}
+    share = max(4, ctx.opts.jobs // (2 * len(CLUSTER_QUEUES)))
+    for queue in CLUSTER_QUEUES:
+        ctx.enqueue(share, work_s=(0.1, 0.4), queue=queue)
+    ctx.wait(lambda: ctx.db.started_since(0) >= len(ctx.fleet.daemons), timeout_s=30,
+             what="handlers started")
+    victim = cluster.node_of("gochat:jobs:default")
+    fault = ctx.fault("redis_master_kill", pids=[d.pid for d in ctx.fleet.daemons],
+                      detail=f"master :{victim.port} down {down_s:.0f}s")
+    cluster.kill(victim)
+    for queue in CLUSTER_QUEUES:  # load keeps coming; its XADDs to the dead master fail
+        ctx.enqueue(max(2, share // 2), work_s=(0.1, 0.3), queue=queue)
+    ctx.wait(lambda: all(any(at > fault.at and mode == "polling" for at, mode in
+                             ctx.mode_changes(d.slot)) for d in ctx.fleet.daemons if d.alive()),
+             timeout_s=30, what="every daemon polling while a master is down")
+    ctx.hold(down_s)  # the fault's own duration
+    # Daemons may return as soon as the master answers, before every node has cleared its
+    # FAIL flag (when ``restart`` returns): count from the start.
+    restarted_at = time.time()
+    cluster.restart(victim)
+    ctx.healed(fault)
+    ctx.notes["cluster_ok_after_restart_s"] = round(time.time() - restarted_at, 3)
+    for queue in CLUSTER_QUEUES:
+        ctx.enqueue(max(2, share // 2), work_s=(0.1, 0.3), queue=queue)
+    ctx.wait(lambda: _back_to_streams(ctx, restarted_at), timeout_s=60,
+             what="every daemon back on streams after the master restarted")
+    ctx.notes["back_on_streams_after_restart_s"] = round(max(
+        min(at for at, mode in ctx.mode_changes(d.slot) if at > restarted_at
+            and mode == "streams") - restarted_at for d in ctx.fleet.daemons), 3)
+    ctx.wait_done()
+    ctx.notes["sweep_redispatched_jobs"] = sum(
+        int(e.get("jobs", 0)) for e in ctx.fleet.events("sweep_redispatched"))
+    ctx.probe_maintenance()
+
+
 SCENARIOS = [
     Scenario("redis_restart", "restart Redis without persistence: streams and groups gone",
              redis_restart),
     Scenario("redis_partition", "black-hole Redis for every worker, heal", redis_partition),
+    Scenario("redis_cluster_master_kill",
+             "SIGKILL a Redis Cluster master mid-run, start it again", redis_cluster_master_kill,
+             redis_cluster=True),
 ]
