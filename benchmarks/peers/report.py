@@ -59,7 +59,10 @@ class RunInfo:
 TOPOLOGIES = [
     "Production topologies are measured by `gochatd bench`, each against the direct setup "
     "in the same run: PgBouncer in transaction mode, drain and end to end within 15 % of a "
-    "direct connection (`gochatd bench --pgbouncer`): [bench.md](bench.md#pgbouncer).",
+    "direct connection (`gochatd bench --pgbouncer`): [bench.md](bench.md#pgbouncer); a "
+    "3-master Redis Cluster, drain and end to end within 15 % of a single Redis "
+    "(`gochatd bench --backend postgres+redis,postgres+redis-cluster`): "
+    "[bench.md](bench.md#redis-cluster).",
     "",
 ]
 
