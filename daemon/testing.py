@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import sniffio
 import trio
 
 from gochatd import client as _client
@@ -206,12 +207,15 @@ class InlineRun:
         return [outcome.status for outcome in self.outcomes]
 
     def check(self) -> None:
-        """Before ``Client`` writes: inline runs need Trio (the runner is Trio code)."""
+        """Before ``Client`` writes: inline runs need Trio (the runner is Trio code). Asked
+        of sniffio: under trio-asyncio's loop an asyncio task also sees a Trio token."""
         try:
-            trio.lowlevel.current_trio_token()
-        except RuntimeError:
+            library = sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            library = ""
+        if library != "trio":
             raise RuntimeError("gochatd.testing.inline() runs handlers under Trio only; "
-                               "nothing was enqueued") from None
+                               "nothing was enqueued")
 
     def check_sync(self) -> None:
         """Before ``SyncClient`` writes: its inline runs start a Trio run of their own, which

@@ -33,6 +33,7 @@ ENV_BAD: dict[str, list[str]] = {
     "database_listen_url": ["sqlite:///x.db", "127.0.0.1:5432", "mysql://x/y"],
     "database_prepare": ["maybe", "true", "prepared"],
     "redis_url": ["http://127.0.0.1:6379", "127.0.0.1:6379", "redis:/0"],
+    "redis_cluster": ["maybe", "2", "", "yes please"],
     "handlers": ["no_such_module_for_gochatd", ".relative_module", "a b", "os..path"],
     "handlers.http": [
         "not json: [", "[1]", '{"a:*": 5}', '{"a:*": {"url": "ftp://x"}}', '{"a:*": {}}',
