@@ -115,9 +115,10 @@ def _status_arg(raw: Any) -> JobStatus | None:
 async def _body(allowed: set[str]) -> dict[str, Any]:
     """The request body: empty, or a JSON object with only the ``allowed`` keys. Decoded
     here rather than by Quart so that every malformed body is a 400, whatever it holds
-    (bytes that are not UTF-8, nesting deep enough to exhaust the parser, huge numbers)."""
+    (bytes that are not UTF-8, nesting deep enough to exhaust the parser, huge numbers, a
+    body of only whitespace)."""
     raw = await request.get_data(cache=True, as_text=False)
-    if not raw.strip():
+    if not raw:
         return {}
     try:
         data = json.loads(raw)
