@@ -11,7 +11,7 @@ import psycopg
 import trio
 
 from gochatd.client import Client
-from gochatd.store import open_store
+from gochatd.testing import migrate as upgrade  # creates a SQLite file (a client refuses none)
 from tests.support.recording_handlers import PG_TABLE, SQLITE_TABLE, sqlite_path
 
 
@@ -94,13 +94,3 @@ def enqueue_many(
 
     return trio.run(run)
 
-
-async def upgrade(database_url: str) -> None:
-    """``gochatd db upgrade``, in this process: creates a SQLite file (a client refuses a
-    path with no database)."""
-    store = open_store(database_url)
-    await store.open()
-    try:
-        await store.migrate()
-    finally:
-        await store.close()
