@@ -129,8 +129,7 @@ def redis_cluster(redis_binary: str) -> Iterator[RedisCluster]:
     cluster.stop()
 
 
-@pytest.fixture
-def pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
+def _running_pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
     """A pgbouncer in transaction mode in front of the run's (migrated) database."""
     binary = pgbouncer_binary()
     if binary is None:
@@ -141,16 +140,16 @@ def pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
     bouncer.stop()
 
 
+@pytest.fixture
+def pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
+    """A pgbouncer of this test's own (a test may stop or restart it)."""
+    yield from _running_pgbouncer(pg_migrated)
+
+
 @pytest.fixture(scope="session")
 def shared_pgbouncer(pg_migrated: str) -> Iterator[PgBouncer]:
-    """One pgbouncer (transaction mode) for the run's tests that only go through it."""
-    binary = pgbouncer_binary()
-    if binary is None:
-        pytest.fail("pgbouncer is required (apt-get install pgbouncer; .ci/test installs it)")
-    bouncer = PgBouncer(binary, pg_migrated)
-    bouncer.start()
-    yield bouncer
-    bouncer.stop()
+    """One pgbouncer for the run's tests that only go through it."""
+    yield from _running_pgbouncer(pg_migrated)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
