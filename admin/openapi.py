@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gochatd
+from gochatd.admin.periodic import periodic_path, periodic_schemas
 from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
 from gochatd.model import JobStatus
 from gochatd.outbox.openapi import outbox_paths, outbox_schemas
@@ -135,6 +136,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                          **gateway_ops.pop("/v1/jobs", {})},
             **gateway_ops,
             **tenants_path(_get, _json, _ref),
+            **periodic_path(_get, _json, _ref),
             "/v1/jobs/retry": _post(
                 "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
                 body={"type": "object", "additionalProperties": False, "properties": {
@@ -155,6 +157,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                                               "description": "a tenant API key (gateway.keys)"}},
             "schemas": {
                 **outbox_schemas(_ref),
+                **periodic_schemas(),
                 **gateway_schemas(_ref),
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                     "type": "object", "required": ["code", "message"],
