@@ -165,9 +165,10 @@ function buildRow(kind, job) {
   c.tenant = el("td");
   c.attempts = el("td", { class: "num" });
   tr.append(c.id, c.type, c.queue, c.tenant, c.attempts);
-  for (const [, , cls] of k.columns) {
-    const inner = cls === "badge" ? el("span", { class: "badge" }) : null;
-    const td = el("td", { class: cls === "badge" ? null : cls }, inner);
+  for (const [label, , cls] of k.columns) {
+    const testid = kind + "-" + label.toLowerCase().replace(/ /g, "-") + "-" + job.id;
+    const inner = cls === "badge" ? el("span", { class: "badge", testid }) : null;
+    const td = el("td", { class: cls === "badge" ? null : cls, testid: inner ? null : testid }, inner);
     c.cols.push(inner || td);
     tr.append(td);
   }
