@@ -290,7 +290,7 @@ export function closeDetail() {
 function fieldValue(key, value) {
   if (value === null || value === undefined) return el("span", { class: "null", text: "null" });
   if (key === "payload") return el("span", { class: "null", text: "(shown above)" });
-  if (Array.isArray(value) && key === "attempts") return el("span", { text: value.length + " (listed above)" });
+  if (Array.isArray(value) && key === "attempt_history") return el("span", { class: "null", text: value.length + " (listed above)" });
   if (typeof value === "object") return el("span", { text: JSON.stringify(value) });
   if (TIME_FIELDS.has(key)) {
     return el("span", {}, [el("span", { text: String(value) }), " ",
@@ -305,8 +305,8 @@ function attemptRow(a) {
   return el("tr", { testid: "attempt-row-" + a.attempt }, [
     el("td", { class: "num", text: a.attempt }),
     el("td", {}, el("span", { class: "badge st-" + (/^[a-z_]+$/.test(a.outcome || "") ? a.outcome : "unknown"), text: a.outcome || "running" })),
-    el("td", { text: fmtTime(a.started_at) }),
-    el("td", { class: "num", text: took === null ? "—" : took < 10 ? took.toFixed(2) + "s" : fmtDuration(took) }),
+    el("td", { text: a.started_at ? fmtTime(a.started_at) : "—" }),
+    el("td", { class: "num", text: took === null || Number.isNaN(took) ? "—" : took < 10 ? took.toFixed(2) + "s" : fmtDuration(took) }),
     el("td", { class: "mono", text: a.worker || "—" }),
     el("td", { class: "err", title: a.error || "", text: error || "—" }),
   ]);
@@ -325,7 +325,8 @@ function renderDetail(job) {
   $("detail-error-block").hidden = !(job.error_class || job.last_error);
   setText($("detail-error-class"), job.error_class || "—");
   setText($("detail-last-error"), job.last_error || "—");
-  const attempts = Array.isArray(job.attempts) ? job.attempts : null;
+  // The runs, newest first ("attempts" is the count; older daemons send no history).
+  const attempts = Array.isArray(job.attempt_history) ? job.attempt_history : null;
   $("detail-attempts-block").hidden = attempts === null;
   if (attempts) $("detail-attempts-body").replaceChildren(...attempts.map(attemptRow));
   setText($("detail-payload"), JSON.stringify(job.payload === undefined ? null : job.payload, null, 2));
