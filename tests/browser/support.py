@@ -142,18 +142,26 @@ class Harness:
         self.browser = browser
         self.tmp_path = tmp_path
         self.dashes: list[Dash] = []
+        self.daemons: list[DaemonProcess] = []
         self.contexts: list[BrowserContext] = []
+
+    def start_daemon(self, db_url: str, env: dict[str, str] | None = None) -> tuple[DaemonProcess, str]:
+        """A ``gochatd`` process on ``db_url``, ready; it and its admin API's base URL."""
+        full_env = {"GOCHAT_DATABASE_URL": db_url, **SLOW_RETRIES, **(env or {})}
+        name = f"daemon{len(self.daemons) + 1}"
+        daemon = DaemonProcess(
+            self.tmp_path, name, ["--handlers", HANDLERS, "--migrate"], full_env, cwd=self.tmp_path
+        )
+        self.daemons.append(daemon)
+        daemon.start()
+        base = str(daemon.wait_for_event("admin_listening", timeout_s=30)["address"])
+        daemon.wait_ready("polling")
+        return daemon, base
 
     def open(self, db_url: str, env: dict[str, str] | None = None, *,
              viewport: tuple[int, int] = (1400, 1000)) -> Dash:
         full_env = {"GOCHAT_DATABASE_URL": db_url, **SLOW_RETRIES, **(env or {})}
-        name = f"daemon{len(self.dashes) + 1}"
-        daemon = DaemonProcess(
-            self.tmp_path, name, ["--handlers", HANDLERS, "--migrate"], full_env, cwd=self.tmp_path
-        )
-        daemon.start()
-        base = str(daemon.wait_for_event("admin_listening", timeout_s=30)["address"])
-        daemon.wait_ready("polling")
+        daemon, base = self.start_daemon(db_url, env)
         context = self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
         context.set_default_timeout(TIMEOUT_MS)
         self.contexts.append(context)
@@ -178,14 +186,13 @@ class Harness:
             context.close()
         for dash in self.dashes:
             dash.http.close()
+        for daemon in self.daemons:
             try:
-                if dash.daemon.alive():
-                    assert dash.daemon.stop() == 0, dash.daemon.output()[-4000:]
-                dash.daemon.assert_clean_output()
+                if daemon.alive():
+                    assert daemon.stop() == 0, daemon.output()[-4000:]
+                daemon.assert_clean_output()
             finally:
-                dash.daemon.cleanup()
-
-
+                daemon.cleanup()
 
 
 def paused_in_store(db_url: str) -> list[str]:

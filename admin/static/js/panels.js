@@ -98,6 +98,7 @@ function updatePeriodicRow(tr, p) {
   setText(catchUp, p.catch_up);
   setText(lastSlot, p.last_slot ? fmtTime(p.last_slot) : "never");
   setText(next, p.next_runs.map((t) => fmtTime(t)).join("\n"));
+  if (!tr._c[6].firstChild) tr._c[6].textContent = "—";
   next.style.whiteSpace = "pre-line";
 }
 
