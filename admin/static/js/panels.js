@@ -102,10 +102,11 @@ function updatePeriodicRow(tr, p) {
   next.style.whiteSpace = "pre-line";
 }
 
-// The last job of each periodic job type: its newest job (the job list's newest-first order).
+// The last job a periodic entry enqueued: the newest of its type and tenant whose
+// idempotency key is a slot's ("{job_type}:{slot}"), not one enqueued by hand.
 async function lastJob(p, td) {
-  const data = await api("GET", "v1/jobs" + query({ job_type: p.job_type, tenant: p.tenant_id, limit: 1, order: "newest" }));
-  const job = (data.jobs || [])[0];
+  const data = await api("GET", "v1/jobs" + query({ job_type: p.job_type, tenant: p.tenant_id, limit: 20, order: "newest" }));
+  const job = (data.jobs || []).find((j) => String(j.idempotency_key || "").startsWith(p.job_type + ":"));
   if (!job) {
     td.replaceChildren("—");
     return;
