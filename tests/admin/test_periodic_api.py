@@ -3,6 +3,7 @@ next runs by the database clock, on SQLite and on PostgreSQL + Redis."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -39,7 +40,7 @@ async def test_periodic_lists_schedules_last_slots_and_next_runs(stack: Stack) -
         assert _time(fast["last_slot"]) <= now
         runs = [_time(t) for t in fast["next_runs"]]
         assert len(runs) == 3 and now < runs[0] <= now + timedelta(seconds=1)
-        assert [b - a for a, b in zip(runs, runs[1:], strict=False)] == [timedelta(seconds=1)] * 2
+        assert [b - a for a, b in itertools.pairwise(runs)] == [timedelta(seconds=1)] * 2
         # The slot it names was enqueued, under the periodic idempotency key.
         jobs = await admin.worker.store.list_jobs(JobFilter(job_type=every, limit=500))
         assert f"{every}:{fast['last_slot']}" in {j.idempotency_key for j in jobs}
