@@ -86,18 +86,22 @@ async def _one(action: JobAction, job_id: int, actor: str,
                operation: Callable[[], Awaitable[tuple[Job, bool]]]) -> Job:
     try:
         job, changed = await operation()
+    # A refusal changed nothing and is the caller's error to report (the command line's one
+    # line on stderr, the admin API's 404/409): audited at debug level only.
     except JobNotFound:
-        _audit(action, actor, "not_found", job_id=job_id, matched=0, changed=0)
+        _audit(action, actor, "not_found", job_id=job_id, matched=0, changed=0, level="debug")
         raise
     except InvalidTransition:
-        _audit(action, actor, "refused", job_id=job_id, matched=1, changed=0)
+        _audit(action, actor, "refused", job_id=job_id, matched=1, changed=0, level="debug")
         raise
     _audit(action, actor, "changed" if changed else "unchanged", job_id=job_id, matched=1,
            changed=int(changed), status=job.status.value)
     return job
 
 
-def _audit(action: JobAction, actor: str, outcome: str, **fields: Any) -> None:
-    get_logger(component="job_control").info(
+def _audit(action: JobAction, actor: str, outcome: str, *, level: str = "info",
+           **fields: Any) -> None:
+    log = get_logger(component="job_control")
+    (log.debug if level == "debug" else log.info)(
         "job_control", action=action.value, actor=actor, outcome=outcome,
         at=datetime.now(UTC).isoformat(), **fields)
