@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
+from gochatd import job_controls
 from gochatd.admin.api import (
     MAX_ID,
     _body,
@@ -63,10 +64,11 @@ def register(app: QuartTrio, daemon: Control) -> None:
             ids=_ids_arg(body.get("ids")), status=_status_arg(body.get("status")),
             queue=_queue_arg(body.get("queue")), job_type=_text_arg("job_type", body.get("job_type")),
             tenant_id=_text_arg("tenant_id", body.get("tenant_id")),
-        ))
+        ), filter_rules=False)
         if not _storable(selection.job_type, selection.tenant_id):
             return jsonify(BulkResult(action, 0, 0).to_dict())  # no stored job can match
-        result = await daemon.client.bulk(action, selection, actor=actor())
+        result = await job_controls.bulk(daemon.store, action, selection, actor=actor(),
+                                         filter_rules=False)
         if result.changed and action in (JobAction.RETRY, JobAction.RUN_NOW):
             daemon.new_work()
         return jsonify(result.to_dict())

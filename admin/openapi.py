@@ -96,7 +96,13 @@ def _control_paths(statuses: list[str]) -> dict[str, Any]:
                              "items": {"type": "integer", "minimum": 1, "maximum": MAX_ID}},
                      "status": {"enum": [*statuses, "", None]},
                      "queue": _nullable(_QUEUE_FILTER), "job_type": _nullable(_TEXT_FILTER),
-                     "tenant_id": _nullable(_TEXT_FILTER)}}
+                     "tenant_id": _nullable(_TEXT_FILTER)},
+                 # ids, or at least one filter (an empty value is no filter).
+                 "anyOf": [{"required": [name], "properties": {name: schema}} for name, schema in (
+                     ("ids", {"type": "array"}), ("status", {"enum": statuses}),
+                     ("queue", {"type": "string", "minLength": 1}),
+                     ("job_type", {"type": "string", "minLength": 1}),
+                     ("tenant_id", {"type": "string", "minLength": 1}))]}
     return {
         "/v1/jobs/bulk": _post(
             "One control over the jobs of ids and/or filters (at least one), in batches",

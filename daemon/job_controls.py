@@ -66,9 +66,10 @@ async def run_now(store: JobStore, job_id: int, *, actor: str = CLIENT_ACTOR) ->
 
 
 async def bulk(store: JobStore, action: JobAction, selection: JobSelection, *,
-               actor: str = CLIENT_ACTOR) -> BulkResult:
-    """A control over every job of ``selection`` (validated first: ``InvalidJob``)."""
-    validate_selection(selection)
+               actor: str = CLIENT_ACTOR, filter_rules: bool = True) -> BulkResult:
+    """A control over every job of ``selection`` (validated first: ``InvalidJob``; see
+    ``validate_selection`` for ``filter_rules``)."""
+    validate_selection(selection, filter_rules=filter_rules)
     result = await store.control_jobs(action, selection)
     scope: dict[str, Any] = {"filter": selection.filters()}
     if selection.ids is not None:

@@ -189,10 +189,12 @@ MAX_JOB_ID = 2**63 - 1
 MAX_BULK_IDS = 10_000
 
 
-def validate_selection(selection: JobSelection) -> JobSelection:
+def validate_selection(selection: JobSelection, *, filter_rules: bool = True) -> JobSelection:
     """A bulk control's selection: ids (1..MAX_BULK_IDS positive ids) or at least one filter,
-    each filter by the rules of ``validate_filter``. An empty selection would take every
-    job, so it is refused: say ``--status`` (or another filter) to mean a whole class."""
+    each filter by the rules of ``validate_filter`` (unless ``filter_rules`` is False: the
+    admin API, where a filter no job can have matches nothing, as its listing does). An
+    empty selection would take every job, so it is refused: say ``--status`` (or another
+    filter) to mean a whole class."""
     if selection.ids is not None:
         if not selection.ids or len(selection.ids) > MAX_BULK_IDS:
             raise InvalidJob(f"ids: expected 1 to {MAX_BULK_IDS} job ids")
@@ -202,6 +204,7 @@ def validate_selection(selection: JobSelection) -> JobSelection:
     if selection.is_empty:
         raise InvalidJob("a bulk control needs ids or at least one filter "
                          "(status, queue, job_type, tenant_id)")
-    validate_filter(JobFilter(queue=selection.queue, tenant_id=selection.tenant_id,
-                              job_type=selection.job_type))
+    if filter_rules:
+        validate_filter(JobFilter(queue=selection.queue, tenant_id=selection.tenant_id,
+                                  job_type=selection.job_type))
     return selection

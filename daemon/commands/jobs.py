@@ -9,12 +9,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from gochatd.client import Client
 from gochatd.commands.common import print_json, public, run_async, settings_from, with_client
 from gochatd.config import Settings
+from gochatd.job_controls import cli_actor
 from gochatd.logs import configure_logging
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
-from gochatd.job_controls import cli_actor
 from gochatd.model import Job, JobAction, JobFilter, JobSelection, JobStatus
 from gochatd.validation import validate_filter, validate_selection
-
 
 #: The one-job controls: each logs its job_control audit line (job_controls.py) on stderr.
 _CONTROLS: dict[str, Callable[..., Awaitable[Job]]] = {
