@@ -215,3 +215,32 @@ async def _all(store: JobStore) -> list[Job]:
     from gochatd.model import JobFilter
 
     return await store.list_jobs(JobFilter(limit=1000))
+
+
+# -- a store serving some tenants (a live move): the scoped twins ----------------------------
+
+
+async def test_a_scoped_store_controls_only_its_tenants(store: JobStore) -> None:
+    from gochatd.store.router import RoutedStore
+    from gochatd.store.scope import ALL, TenantScope
+
+    sql = store.home if isinstance(store, RoutedStore) else store
+    mine = [await enqueue(store, "s:a", payload={"n": n}, tenant_id="a", delay_s=600.0)
+            for n in range(2)]
+    theirs = [await enqueue(store, "s:b", payload={"n": n}, tenant_id="b", delay_s=600.0)
+              for n in range(2)]
+    before = [await store.get_job(j.id) for j in theirs]
+    sql.tenant_scope = TenantScope.only({"a"})  # type: ignore[union-attr]
+    try:
+        for control in (store.delete_job, store.discard_job, store.run_job_now):
+            with pytest.raises(JobNotFound):
+                await control(theirs[0].id)
+        everything = JobSelection(ids=tuple(j.id for j in mine + theirs))
+        result = await store.control_jobs(JobAction.RUN_NOW, everything)
+        assert (result.matched, result.changed) == (2, 2)
+        result = await store.control_jobs(JobAction.DELETE, JobSelection(queue="default"))
+        assert (result.matched, result.changed) == (2, 2)
+    finally:
+        sql.tenant_scope = ALL  # type: ignore[union-attr]
+    assert [await store.get_job(j.id) for j in theirs] == before
+    assert [await store.get_job(j.id) for j in mine] == [None, None]
