@@ -73,12 +73,13 @@ def _page(summary: str, media_type: str, description: str, *, open_: bool = Fals
 
 
 def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
-          body: dict[str, Any] | None = None) -> dict[str, Any]:
+          body: dict[str, Any] | None = None, *, body_required: bool = False) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_ERRORS}}
     if params:
         op["parameters"] = params
     if body:
-        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": body_required,
+                             "content": {"application/json": {"schema": body}}}
     return {"post": op}
 
 
@@ -106,7 +107,8 @@ def _control_paths(statuses: list[str]) -> dict[str, Any]:
     return {
         "/v1/jobs/bulk": _post(
             "One control over the jobs of ids and/or filters (at least one), in batches",
-            _json(_ref("BulkControl"), "how many jobs matched and changed"), body=bulk_body),
+            _json(_ref("BulkControl"), "how many jobs matched and changed"), body=bulk_body,
+            body_required=True),
         "/v1/jobs/{job_id}/run-now": _post(
             "Make a queued or retrying job that is not yet due due now",
             _json(_ref("Job"), "due now"), [_JOB_ID]),

@@ -72,15 +72,23 @@ def test_cli_controls_print_their_result_and_audit_who_did_what(tmp_path: Path) 
         f"gochatd: cannot discard job {kept}: it is dead, not queued or retrying"]
 
 
-@pytest.mark.parametrize("dispatch", ["streams", "polling"])
+@pytest.mark.parametrize("stack", ["postgres+redis", "postgres", "sqlite"])
 def test_run_now_starts_a_delayed_job_at_once(
-    tmp_path: Path, daemons: DaemonFactory, pg_clean: str, redis_url: str, dispatch: str
+    tmp_path: Path, daemons: DaemonFactory, request: pytest.FixtureRequest, stack: str
 ) -> None:
-    env = {"GOCHAT_DATABASE_URL": pg_clean, "GOCHAT_LOG_FORMAT": "json",
-           "GOCHAT_ADMIN_LISTEN": "127.0.0.1:0", "GOCHAT_ADMIN_TOKEN": "t0ken-never-logged"}
-    if dispatch == "streams":
-        env["GOCHAT_REDIS_URL"] = redis_url
-    daemon = daemons.start(f"controls-{dispatch}", env=env, cwd=tmp_path, mode=dispatch)
+    """Streams (the scheduler XADDs it), polling woken by NOTIFY, polling woken by SQLite's
+    data version."""
+    env = {"GOCHAT_LOG_FORMAT": "json", "GOCHAT_ADMIN_LISTEN": "127.0.0.1:0",
+           "GOCHAT_ADMIN_TOKEN": "t0ken-never-logged"}
+    if stack == "sqlite":
+        env["GOCHAT_DATABASE_URL"] = f"sqlite:///{tmp_path / 'controls.db'}"
+        assert run_cli(["db", "upgrade"], env, cwd=tmp_path).returncode == 0
+    else:
+        env["GOCHAT_DATABASE_URL"] = request.getfixturevalue("pg_clean")
+    if stack == "postgres+redis":
+        env["GOCHAT_REDIS_URL"] = request.getfixturevalue("redis_url")
+    mode = "streams" if stack == "postgres+redis" else "polling"
+    daemon = daemons.start(f"controls-{mode}", env=env, cwd=tmp_path, mode=mode)
     by_cli, by_admin = (_enqueue(env, tmp_path, "--delay", "3600") for _ in range(2))
 
     # From another process (the command line): the database wakes the daemon.
