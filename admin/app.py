@@ -112,11 +112,12 @@ def create_app(daemon: Control) -> QuartTrio:
                         headers={"Cache-Control": "no-store",
                                  "Content-Security-Policy": DASHBOARD_CSP})
 
-    from gochatd.admin import api, periodic, probes, tenants
+    from gochatd.admin import api, controls, periodic, probes, tenants
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
     api.register(app, daemon)
+    controls.register(app, daemon)
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
     periodic.register(app, daemon)

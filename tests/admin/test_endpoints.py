@@ -87,8 +87,9 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
             served |= {(path, m.lower()) for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
-        # 19 admin operations, 3 of the outbox, 2 of the gateway, GET /v1/tenants and /v1/periodic.
-        assert len(documented) == 26
+        # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway,
+        # GET /v1/tenants and GET /v1/periodic.
+        assert len(documented) == 30
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
