@@ -104,7 +104,10 @@ def test_dead_job_detail_and_retry(dash: Dash) -> None:
     expect(dash.testid("detail-status")).to_have_text("dead")
     expect(dash.testid("detail-error-class")).to_have_text("non_retryable")
     expect(dash.testid("detail-last-error")).to_contain_text("NonRetryable")
-    expect(dash.testid("detail-cancel")).to_be_disabled()  # dead jobs cannot be cancelled
+    expect(dash.testid("detail-cancel")).to_be_hidden()  # dead jobs cannot be cancelled
+    expect(dash.testid("detail-discard")).to_be_hidden()
+    expect(dash.testid("detail-run-now")).to_be_hidden()
+    expect(dash.testid("detail-delete")).to_be_visible()
     job = dash.job(job_id)
     for key in job:
         expect(dash.testid(f"detail-field-{key}")).to_be_attached()
@@ -147,7 +150,9 @@ def test_cancel_retrying_and_retry_all_dead(dash: Dash) -> None:
     expect(dash.testid("retries-summary")).to_contain_text("1 shown")
     dash.open_job(row, retrying)
     expect(dash.testid("detail-status")).to_have_text("retrying")
-    expect(dash.testid("detail-retry")).to_be_disabled()
+    expect(dash.testid("detail-retry")).to_be_hidden()
+    for control in ("run-now", "discard", "cancel", "delete"):  # what a retrying job allows
+        expect(dash.testid(f"detail-{control}")).to_be_visible()
     dash.testid("detail-cancel").click()
     expect(dash.message("info", f"Job {retrying} cancelled")).to_be_visible()
     dash.wait_job(retrying, "cancelled")
@@ -171,7 +176,7 @@ def test_cancel_retrying_and_retry_all_dead(dash: Dash) -> None:
     dash.tab("jobs")
     dash.open_job(dash.testid(f"job-row-{retrying}"), retrying)
     expect(dash.testid("detail-status")).to_have_text("cancelled")
-    expect(dash.testid("detail-cancel")).to_be_disabled()
+    expect(dash.testid("detail-cancel")).to_be_hidden()
     dash.testid("detail-retry").click()
     dash.wait_job(retrying, "retrying", min_fence=2)
     dash.refresh()

@@ -75,8 +75,8 @@ def test_discard_bulk_retry_bulk_delete_and_attempts(dash: Dash) -> None:
     expect(dash.page.locator("#detail-attempts-body tr")).to_have_count(2)
     expect(dash.testid("attempt-row-2")).to_contain_text("completed")
     expect(dash.testid("attempt-row-1")).to_contain_text("non_retryable")
-    expect(dash.testid("detail-delete")).to_be_enabled()
-    expect(dash.testid("detail-run-now")).to_be_disabled()
+    expect(dash.testid("detail-delete")).to_be_visible()
+    expect(dash.testid("detail-run-now")).to_be_hidden()
     dash.close_job()
 
     dash.tab("dead")

@@ -318,9 +318,9 @@ function renderDetail(job) {
   setBadge($("detail-status"), job.status);
   for (const name of DETAIL_ACTIONS) {
     const button = $("detail-" + name.replace("_", "-"));
-    button.hidden = !offered(name);
-    button.disabled = !ACTIONS[name].valid(job);
-    button.title = button.disabled ? ACTIONS[name].label + " is not possible for a " + job.status + " job" : ACTIONS[name].label + " job " + job.id;
+    // Only the controls this daemon serves and the job's status allows.
+    button.hidden = !offered(name) || !ACTIONS[name].valid(job);
+    button.title = ACTIONS[name].label + " job " + job.id;
   }
   $("detail-error-block").hidden = !(job.error_class || job.last_error);
   setText($("detail-error-class"), job.error_class || "—");
