@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import trio
 
-from gochatd.model import JobStatus, Outcome
+from gochatd.model import ClaimedJob, JobStatus, Outcome
 from gochatd.store import JobStore
 from gochatd.store.scope import TenantScope
 from tests.contract.helpers import enqueue, finish, second_store
@@ -85,33 +85,34 @@ async def test_concurrent_claimers_never_exceed_the_queue_limit(
     store: JobStore, backend_url: str
 ) -> None:
     caps, tenant_caps = {CAPPED: 4}, {"t0": 2}
-    jobs = [await enqueue(store, queue=CAPPED, tenant_id=f"t{n % 3}") for n in range(48)]
-    others = [await enqueue(store, tenant_id="t0") for _ in range(6)]
-    ids = [j.id for j in jobs]
+    jobs = [await enqueue(store, queue=CAPPED, tenant_id=f"t{n % 3}") for n in range(96)]
+    others = [await enqueue(store, tenant_id="t0") for _ in range(24)]
     async with second_store(backend_url) as other_a, second_store(backend_url) as other_b:
         claimers = [store, other_a, other_b]
         for s in claimers:
             s.queue_limits, s.tenant_limits = caps, tenant_caps
-        got: list[int] = []
+        for round_ in range(4):  # each round a burst of claims, then every claimed job ends
+            ids = [j.id for j in jobs[round_ * 24:(round_ + 1) * 24]]
+            got: list[ClaimedJob] = []
 
-        async def claim(s: JobStore, n: int) -> None:
-            if n % 3 == 0:  # disjoint deliveries: only the locks keep the counts exact
-                mine = [*ids[n * 3:n * 3 + 3], others[n // 3].id]
-                got.extend(c.id for c in await s.claim_jobs(mine, f"w{n}", 30.0))
-            elif n % 3 == 1:
-                got.extend(c.id for c in await s.claim_due_jobs(
-                    [CAPPED, "default"], 5, f"w{n}", 30.0))
-            else:
-                got.extend(c.id for c in await s.claim_capped_backlog(
-                    [CAPPED], 5, f"w{n}", 30.0))
+            async def claim(s: JobStore, n: int, ids: list[int] = ids,
+                            got: list[ClaimedJob] = got, round_: int = round_) -> None:
+                if n % 3 == 0:  # disjoint deliveries: only the locks keep the counts exact
+                    mine = [*ids[n * 2:n * 2 + 2], others[round_ * 6 + n // 3].id]
+                    got.extend(await s.claim_jobs(mine, f"w{n}", 30.0))
+                elif n % 3 == 1:
+                    got.extend(await s.claim_due_jobs([CAPPED, "default"], 5, f"w{n}", 30.0))
+                else:
+                    got.extend(await s.claim_capped_backlog([CAPPED], 5, f"w{n}", 30.0))
 
-        async with trio.open_nursery() as nursery:
-            for n in range(18):
-                nursery.start_soon(claim, claimers[n % 3], n)
-    assert len(got) == len(set(got))
-    running = await _running(store)
-    assert running[CAPPED] == 4  # the cap, reached and never passed
-    assert (await store.running_by_tenant())["t0"] == 2
+            async with trio.open_nursery() as nursery:
+                for n in range(18):
+                    nursery.start_soon(claim, claimers[n % 3], n)
+            assert len(got) == len({c.id for c in got})
+            assert (await _running(store))[CAPPED] == 4  # the cap, reached and never passed
+            assert (await store.running_by_tenant())["t0"] == 2
+            applied = await store.finish_jobs([finish(c, Outcome.COMPLETED) for c in got])
+            assert applied == {c.id for c in got}
 
 
 async def test_capped_backlog_claims_only_capped_queues_and_tenants(store: JobStore) -> None:
