@@ -76,11 +76,10 @@ class _CappedClaim:
                     self.pick_tenant_backlog(open_tenants, open_queues, limit)))
             open_queues = [q for q in open_queues if q in room]
         for queue in open_queues:
-            want = min(limit - len(picked), room.get(queue, limit))
             if len(picked) >= limit:
                 break
-            if want > 0:
-                picked.update(dict.fromkeys(self.pick_due(queue, full, want)))
+            want = min(limit - len(picked), room.get(queue, limit))
+            picked.update(dict.fromkeys(self.pick_due(queue, full, want)))
         return list(picked)
 
 
