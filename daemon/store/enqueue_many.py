@@ -30,6 +30,7 @@ from gochatd.store.rows import (
     job_from_row,
     same_job,
 )
+from gochatd.store.unique import enqueue_unique
 
 PG = load_queries("postgres")
 SQLITE = load_queries("sqlite")
@@ -64,11 +65,31 @@ def _pg_insert_params(
     return {"items": json.dumps(rows, allow_nan=False), "dispatch_now": dispatch_now}
 
 
+def pg_enqueue_params(request: EnqueueRequest) -> dict[str, Any]:
+    """enqueue_job's parameters for one request."""
+    return {
+        "tenant_id": request.tenant_id,
+        "job_type": request.job_type,
+        "queue": request.queue,
+        "payload": canonical_json(request.payload),
+        "priority": request.priority,
+        "max_attempts": request.max_attempts,
+        "scheduled_at": request.scheduled_at,
+        "delay_s": float(request.delay_s or 0.0),
+        "idempotency_key": request.idempotency_key,
+        "traceparent": request.traceparent,
+        "dispatch_now": request.dispatch_now,
+    }
+
+
 def pg_enqueue_many(
     conn: Connection[Any], requests: Sequence[EnqueueRequest], raise_on_conflict: bool
 ) -> list[EnqueueResult]:
     """Connection thread, inside a transaction: one INSERT for the batch, then one SELECT for the
-    items whose key was already taken."""
+    items whose key was already taken. A batch holding a unique job (docs/unique-jobs.md)
+    goes item by item instead, in item order (one round trip or more per item)."""
+    if any(r.unique_key is not None for r in requests):
+        return _pg_one_by_one(conn, requests, raise_on_conflict)
     # The client asks for dispatch per batch; a mixed batch dispatches none up front (the
     # scheduler XADDs them instead).
     dispatch_now = all(r.dispatch_now for r in requests)
@@ -104,6 +125,22 @@ def pg_enqueue_many(
         if not pending:
             break
     return _complete(results)
+
+
+def _pg_one_by_one(conn: Connection[Any], requests: Sequence[EnqueueRequest],
+                   raise_on_conflict: bool) -> list[EnqueueResult]:
+    """Each item through enqueue_unique (an item without a unique key only has its
+    idempotency key to hold), so a batch's unique items behave as single enqueues in order."""
+    dispatch_now = all(r.dispatch_now for r in requests)
+    results = []
+    for index, request in enumerate(requests):
+        params = {**pg_enqueue_params(request), "dispatch_now": dispatch_now}
+        result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), PG, request,
+                                params, job_from_row)
+        if result.conflict and raise_on_conflict:
+            raise _conflict(request, result.job, index)
+        results.append(result)
+    return results
 
 
 def _inserted_job(
@@ -163,6 +200,13 @@ def sqlite_enqueue_many(
     try:
         for index, request in enumerate(requests):
             params = sqlite_enqueue_params(request)
+            if request.unique_key is not None:
+                result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), SQLITE,
+                                        request, params, to_job)
+                if result.conflict and raise_on_conflict:
+                    raise _conflict(request, result.job, index)
+                results.append(result)
+                continue
             row = conn.execute(insert, params).fetchone()
             if row is not None:
                 results.append(EnqueueResult(
