@@ -86,15 +86,28 @@ def pg_enqueue_many(
     conn: Connection[Any], requests: Sequence[EnqueueRequest], raise_on_conflict: bool
 ) -> list[EnqueueResult]:
     """Connection thread, inside a transaction: one INSERT for the batch, then one SELECT for the
-    items whose key was already taken. A batch holding a unique job (docs/unique-jobs.md)
-    goes item by item instead, in item order (one round trip or more per item)."""
-    if any(r.unique_key is not None for r in requests):
-        return _pg_one_by_one(conn, requests, raise_on_conflict)
+    items whose key was already taken. Unique jobs (docs/unique-jobs.md) are written after
+    the others, one by one in item order (one round trip or more each)."""
     # The client asks for dispatch per batch; a mixed batch dispatches none up front (the
     # scheduler XADDs them instead).
     dispatch_now = all(r.dispatch_now for r in requests)
     results: list[EnqueueResult | None] = [None] * len(requests)
-    pending = list(range(len(requests)))
+    plain = [i for i, r in enumerate(requests) if r.unique_key is None]
+    if plain:
+        _pg_insert_batch(conn, requests, plain, results, dispatch_now, raise_on_conflict)
+    if len(plain) < len(requests):
+        for index, request in enumerate(requests):
+            if request.unique_key is not None:
+                results[index] = _pg_unique(conn, request, index, dispatch_now,
+                                            raise_on_conflict)
+    return _complete(results)
+
+
+def _pg_insert_batch(conn: Connection[Any], requests: Sequence[EnqueueRequest],
+                     pending: list[int], results: list[EnqueueResult | None],
+                     dispatch_now: bool, raise_on_conflict: bool) -> None:
+    """The items at ``pending`` in one INSERT (and one SELECT for those whose idempotency key
+    was taken), their results written into ``results``."""
     for _ in range(ATTEMPTS):
         cur = conn.execute(
             PG["enqueue_jobs"], _pg_insert_params(requests, pending, dispatch_now)
@@ -124,23 +137,16 @@ def pg_enqueue_many(
         pending = [i for i in missing if results[i] is None]
         if not pending:
             break
-    return _complete(results)
 
 
-def _pg_one_by_one(conn: Connection[Any], requests: Sequence[EnqueueRequest],
-                   raise_on_conflict: bool) -> list[EnqueueResult]:
-    """Each item through enqueue_unique (an item without a unique key only has its
-    idempotency key to hold), so a batch's unique items behave as single enqueues in order."""
-    dispatch_now = all(r.dispatch_now for r in requests)
-    results = []
-    for index, request in enumerate(requests):
-        params = {**pg_enqueue_params(request), "dispatch_now": dispatch_now}
-        result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), PG, request,
-                                params, job_from_row)
-        if result.conflict and raise_on_conflict:
-            raise _conflict(request, result.job, index)
-        results.append(result)
-    return results
+def _pg_unique(conn: Connection[Any], request: EnqueueRequest, index: int,
+               dispatch_now: bool, raise_on_conflict: bool) -> EnqueueResult:
+    params = {**pg_enqueue_params(request), "dispatch_now": dispatch_now}
+    result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), PG, request, params,
+                            job_from_row)
+    if result.conflict and raise_on_conflict:
+        raise _conflict(request, result.job, index)
+    return result
 
 
 def _inserted_job(
