@@ -170,3 +170,29 @@ async def test_the_idempotency_key_still_decides_first(store: JobStore) -> None:
          EnqueueRequest("plain:job", {"n": 2}, idempotency_key="i1")], raise_on_conflict=False)
     assert [r.created for r in mixed] == [True, False, False]
     assert mixed[2].conflict and mixed[1].job.id == first.job.id
+
+
+async def test_plain_sql_producers_share_keys_with_the_client(
+    store: JobStore, backend_url: str
+) -> None:
+    """The INSERT and the release of docs/unique-jobs.md, as a producer in another language
+    runs them."""
+    pg = is_postgres(backend_url)
+    now = "now()" if pg else "((julianday('now') - 2440587.5) * 86400.0)"
+    until = f"{now} + interval '300 seconds'" if pg else f"{now} + 300"
+    insert = ("INSERT INTO background_jobs (tenant_id, job_type, payload, unique_key, "
+              f"unique_until) VALUES ('acme', 'report:build', '{{\"account\": 7}}', "
+              f"'report:build:7', {until}) ON CONFLICT DO NOTHING RETURNING id")
+    [(raw_id,)] = await raw_sql(backend_url, insert)
+    assert await raw_sql(backend_url, insert) == []  # held: nothing inserted
+    held = await store.enqueue(unique(tenant_id="acme", unique_key="report:build:7"))
+    assert held.job.id == raw_id and not held.created
+    release = ("UPDATE background_jobs SET unique_key = NULL WHERE tenant_id = 'acme' "
+               "AND unique_key = 'report:build:7' AND NOT (status IN ('queued', 'retrying', "
+               "'running') OR (status = 'completed' AND unique_until IS NOT NULL "
+               f"AND unique_until > {now})) RETURNING id")
+    assert await raw_sql(backend_url, release) == []  # still queued: it counts
+    await raw_sql(backend_url, f"UPDATE background_jobs SET status = 'dead' WHERE id = {raw_id}")
+    assert await raw_sql(backend_url, release) == [(raw_id,)]
+    [(fresh_id,)] = await raw_sql(backend_url, insert)
+    assert fresh_id != raw_id
