@@ -33,7 +33,7 @@ from gochatd.errors import (
     RetryAfter,
 )
 from gochatd.hooks import after_job, before_job, middleware
-from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
+from gochatd.model import EnqueueResult, Job, JobFilter, JobSelection, JobStatus, Reply
 from gochatd.new_job import NewJob
 from gochatd.periodic_jobs.specs import periodic
 from gochatd.registry import job
@@ -42,7 +42,7 @@ from gochatd.sync_client import SyncClient
 __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "HookFailed", "IdempotencyConflict", "InvalidJob",
-    "InvalidReply", "Job", "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable",
-    "Reply", "RetryAfter", "SyncClient", "after_job", "before_job", "job", "middleware",
-    "periodic", "testing",
+    "InvalidReply", "Job", "JobContext", "JobFilter", "JobSelection", "JobStatus", "NewJob",
+    "NonRetryable", "Reply", "RetryAfter", "SyncClient", "after_job", "before_job", "job",
+    "middleware", "periodic", "testing",
 ]

@@ -28,13 +28,14 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.store.controls import SqlControlOps
 from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
 from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:

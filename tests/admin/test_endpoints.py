@@ -87,8 +87,9 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
             served |= {(path, m.lower()) for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
-        # 19 admin operations, 3 of the outbox, 2 of the gateway and GET /v1/tenants.
-        assert len(documented) == 25
+        # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway and
+        # GET /v1/tenants.
+        assert len(documented) == 29
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
