@@ -77,7 +77,7 @@ def seed(dash: Dash) -> dict[str, list[int]]:
 def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: WebhookReceiver) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     env = {"GOCHAT_TENANTS": json.dumps(TENANTS), "GOCHAT_PERIODIC": json.dumps(PERIODIC),
-           "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "1",
+           "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "1", "GOCHAT_WORKER_QUEUE_LIMITS": "low=2",
            "GOCHAT_OUTBOX_CHANNELS": json.dumps({"whatsapp": {"url": receiver.url}}),
            "GOCHAT_OUTBOX_POLL_S": "0.1"}
     query(pg_clean, "DELETE FROM gochatd_queue_pauses")

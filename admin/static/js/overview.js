@@ -114,13 +114,14 @@ function buildQueueRow(q) {
   c.name = el("td", { class: "mono", testid: "queue-name-" + q.queue });
   c.state = el("span", { class: "badge", testid: "queue-state-" + q.queue });
   c.weight = el("td", { class: "num", testid: "queue-weight-" + q.queue });
+  c.limit = el("td", { class: "num", testid: "queue-limit-" + q.queue });
   for (const col of COUNT_COLUMNS) c[col] = el("td", { class: "num", testid: "queue-" + col + "-" + q.queue });
   c.oldest = el("td", { class: "num", testid: "queue-oldest-" + q.queue });
   c.toggle = el("button", {
     type: "button", class: "small", testid: "pause-" + q.queue,
     onclick: (ev) => toggleQueue(tr._q, ev.currentTarget),
   });
-  tr.append(c.name, el("td", {}, c.state), c.weight, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
+  tr.append(c.name, el("td", {}, c.state), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
             el("td", { class: "actions" }, c.toggle));
   return tr;
 }
@@ -132,6 +133,9 @@ function updateQueueRow(tr, q) {
   setText(c.name, q.queue);
   setBadge(c.state, q.paused ? "paused" : "active");
   numCell(c.weight, q.weight);
+  const limit = q.max_running;
+  setText(c.limit, limit === null || limit === undefined ? "—" : fmtCount(limit));
+  c.limit.classList.toggle("hot", typeof limit === "number" && q.running >= limit);
   for (const col of COUNT_COLUMNS) numCell(c[col], q[col], col === "dead");
   setText(c.oldest, q.oldest_due_age_s === null || q.oldest_due_age_s === undefined ? "—" : fmtDuration(q.oldest_due_age_s));
   setText(c.toggle, q.paused ? "Resume" : "Pause");
