@@ -105,13 +105,7 @@ def create_app(daemon: Control) -> QuartTrio:
 
     register_errors(app, daemon)
 
-    @app.get("/")
-    async def dashboard() -> Response:
-        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
-        return Response(html, content_type="text/html; charset=utf-8",
-                        headers={"Cache-Control": "no-store",
-                                 "Content-Security-Policy": DASHBOARD_CSP})
-
+    _register_dashboard(app)
     from gochatd.admin import api, controls, periodic, probes, tenants
     from gochatd.outbox import api as outbox_api
 
@@ -128,6 +122,17 @@ def create_app(daemon: Control) -> QuartTrio:
     else:
         _register_gateway_elsewhere(app, daemon)
     return app
+
+
+def _register_dashboard(app: QuartTrio) -> None:
+    """The page at ``/``; its scripts and style sheet are Quart's static route (/static/)."""
+
+    @app.get("/")
+    async def dashboard() -> Response:
+        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
+        return Response(html, content_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-store",
+                                 "Content-Security-Policy": DASHBOARD_CSP})
 
 
 def _register_gateway_elsewhere(app: QuartTrio, daemon: Control) -> None:
