@@ -28,7 +28,7 @@ from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import ConfigError, DispatchUnavailable
 from gochatd.group_commit import GroupCommit
 from gochatd.logs import get_logger
-from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
+from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobAttempt, JobFilter
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
 from gochatd.store.presence import require_database_file
@@ -262,6 +262,11 @@ class Client(ClientCore):
     async def get_job(self, job_id: int) -> Job | None:
         """The job's current row, or None if there is no such job (or it was pruned)."""
         return await self._store().get_job(job_id)
+
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        """The job's recorded runs, newest first (docs/operations.md); empty for a job never
+        run, or unknown."""
+        return await self._store().list_job_attempts(job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
         """Jobs matching the filter, by id (page with ``JobFilter.after_id``). Raises

@@ -26,7 +26,7 @@ from gochatd.client import INLINE, ClientCore, InlineHook
 from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
-from gochatd.model import EnqueueResult, Job, JobFilter
+from gochatd.model import EnqueueResult, Job, JobAttempt, JobFilter
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
 from gochatd.store.presence import require_database_file
@@ -169,6 +169,9 @@ class SyncClient(ClientCore):
 
     def get_job(self, job_id: int) -> Job | None:
         return self._run(self._store.get_job(job_id))
+
+    def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        return self._run(self._store.list_job_attempts(job_id))
 
     def list_jobs(self, flt: JobFilter) -> list[Job]:
         return self._run(self._store.list_jobs(validate_filter(flt)))

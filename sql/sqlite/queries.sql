@@ -534,3 +534,34 @@ RETURNING job_type;
 SELECT job_type, queue, max_attempts, timeout_s, updated_at, published_by
 FROM gochatd_job_types
 ORDER BY job_type;
+
+-- ---------------------------------------------------------------------------------------
+-- Per-attempt history (daemon/store/attempts.py; docs/operations.md).
+
+-- name: record_job_attempts
+-- Run by finish_jobs and reap_expired_leases in their BEGIN IMMEDIATE, right after the
+-- fenced UPDATE, for the rows it applied: :attempts is [[job_id, outcome], ...]. Each row
+-- still holds the run's fence (the attempt), claim time, owner and the error just written,
+-- and updated_at is the finish's own database time.
+INSERT INTO job_attempts
+    (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
+SELECT j.id, j.fence, j.locked_at, j.updated_at, j.locked_by,
+       json_extract(a.value, '$[1]'), j.error_class, j.last_error
+FROM json_each(:attempts) AS a
+JOIN background_jobs AS j ON j.id = json_extract(a.value, '$[0]')
+WHERE true  -- an INSERT ... SELECT ... ON CONFLICT needs a WHERE (SQLite's parser)
+ON CONFLICT (job_id, attempt) DO UPDATE
+SET started_at = excluded.started_at, finished_at = excluded.finished_at,
+    worker = excluded.worker, outcome = excluded.outcome,
+    error_class = excluded.error_class, error = excluded.error;
+
+-- name: trim_job_attempts
+-- The same jobs keep their newest :attempts_kept attempts (by the job's fence).
+DELETE FROM job_attempts
+WHERE job_id IN (SELECT json_extract(value, '$[0]') FROM json_each(:attempts))
+  AND attempt <= (SELECT j.fence FROM background_jobs AS j
+                  WHERE j.id = job_attempts.job_id) - :attempts_kept;
+
+-- name: list_job_attempts
+SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
+FROM job_attempts WHERE job_id = :id ORDER BY attempt DESC LIMIT :limit;
