@@ -155,10 +155,8 @@ WITH done AS (
     INSERT INTO job_attempts
         (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
     SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
-    ON CONFLICT (job_id, attempt) DO UPDATE
-    SET started_at = excluded.started_at, finished_at = excluded.finished_at,
-        worker = excluded.worker, outcome = excluded.outcome,
-        error_class = excluded.error_class, error = excluded.error
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                      WHERE o.job_id = done.id AND o.attempt = done.fence)
 ), trimmed AS (
     DELETE FROM job_attempts AS a USING done
     WHERE done.fence > %(attempts_kept)s AND a.job_id = done.id
@@ -206,10 +204,8 @@ WITH expired AS MATERIALIZED (
         (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
     SELECT id, fence, locked_at, now(), locked_by, 'lease_expired', error_class, last_error
     FROM reaped
-    ON CONFLICT (job_id, attempt) DO UPDATE
-    SET started_at = excluded.started_at, finished_at = excluded.finished_at,
-        worker = excluded.worker, outcome = excluded.outcome,
-        error_class = excluded.error_class, error = excluded.error
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o
+                      WHERE o.job_id = reaped.id AND o.attempt = reaped.fence)
 ), trimmed AS (
     DELETE FROM job_attempts AS a USING reaped
     WHERE reaped.fence > %(attempts_kept)s AND a.job_id = reaped.id
@@ -466,10 +462,8 @@ WITH done AS (
     INSERT INTO job_attempts
         (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
     SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
-    ON CONFLICT (job_id, attempt) DO UPDATE
-    SET started_at = excluded.started_at, finished_at = excluded.finished_at,
-        worker = excluded.worker, outcome = excluded.outcome,
-        error_class = excluded.error_class, error = excluded.error
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                      WHERE o.job_id = done.id AND o.attempt = done.fence)
 ), trimmed AS (
     DELETE FROM job_attempts AS a USING done
     WHERE done.fence > %(attempts_kept)s AND a.job_id = done.id

@@ -1,10 +1,9 @@
 -- SQLite twin of sql/postgres/0011: per-attempt history, written in the same BEGIN
--- IMMEDIATE as the fenced state change that ended the attempt. The store's connection does
--- not turn foreign_keys on (nor does a foreign tool's, by default), so the REFERENCES clause
--- documents the link and the trigger below is what removes a job's attempts with the job,
--- whoever deletes it.
+-- IMMEDIATE as the fenced state change that ended the attempt. As there, no foreign key
+-- (connections leave foreign_keys off anyway): the trigger below removes a job's attempts
+-- with the job, whoever deletes it.
 CREATE TABLE IF NOT EXISTS job_attempts (
-    job_id      INTEGER NOT NULL REFERENCES background_jobs (id) ON DELETE CASCADE,
+    job_id      INTEGER NOT NULL,
     attempt     INTEGER NOT NULL,
     started_at  REAL,
     finished_at REAL    NOT NULL DEFAULT ((julianday('now') - 2440587.5) * 86400.0),

@@ -549,11 +549,8 @@ SELECT j.id, j.fence, j.locked_at, j.updated_at, j.locked_by,
        json_extract(a.value, '$[1]'), j.error_class, j.last_error
 FROM json_each(:attempts) AS a
 JOIN background_jobs AS j ON j.id = json_extract(a.value, '$[0]')
-WHERE true  -- an INSERT ... SELECT ... ON CONFLICT needs a WHERE (SQLite's parser)
-ON CONFLICT (job_id, attempt) DO UPDATE
-SET started_at = excluded.started_at, finished_at = excluded.finished_at,
-    worker = excluded.worker, outcome = excluded.outcome,
-    error_class = excluded.error_class, error = excluded.error;
+WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                  WHERE o.job_id = j.id AND o.attempt = j.fence);
 
 -- name: trim_job_attempts
 -- The same jobs keep their newest :attempts_kept attempts (by the job's fence).

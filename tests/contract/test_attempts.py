@@ -214,3 +214,20 @@ async def test_attempts_go_with_their_job(store: JobStore, backend_url: str) -> 
     await raw_sql(backend_url, "DELETE FROM background_jobs WHERE id = ?", [doomed.id])
     assert await _attempt_count(backend_url, doomed.id) == 0
     assert await _attempt_count(backend_url) == 1
+    if is_postgres(backend_url):  # and a TRUNCATE (which restarts no job ids here)
+        await raw_sql(backend_url, "TRUNCATE background_jobs")
+        assert await _attempt_count(backend_url) == 0
+
+
+async def test_a_fence_reset_by_foreign_sql_keeps_the_first_record(
+    store: JobStore, backend_url: str
+) -> None:
+    """A row whose fence was set back (by hand, a restore) runs again under an attempt number
+    already recorded: the finish still applies, and the first record stays."""
+    job = await enqueue(store)
+    await _run(store, job, Outcome.RETRY, error_class="E", last_error="first run")
+    await raw_sql(backend_url, "UPDATE background_jobs SET fence = 0 WHERE id = ?", [job.id])
+    await _run(store, job, Outcome.COMPLETED, owner="w2")
+    assert (await _row(store, job)).status is JobStatus.COMPLETED
+    [kept] = await store.list_job_attempts(job.id)
+    assert (kept.attempt, kept.outcome, kept.error) == (1, AttemptOutcome.RETRYING, "first run")
