@@ -35,10 +35,10 @@ def attempt_outcome(finish: Finish) -> AttemptOutcome:
 
 
 def applied_attempts(finishes: Sequence[Finish], applied: Iterable[int]) -> list[list[Any]]:
-    """``[[job_id, outcome], ...]`` for the finishes that applied (SQLite's
-    ``record_job_attempts``)."""
+    """``[[job_id, outcome, attempt], ...]`` for the finishes that applied (SQLite's
+    ``record_job_attempts``); a finish's fence is its run's attempt number."""
     ids = set(applied)
-    return [[f.job_id, attempt_outcome(f).value] for f in finishes if f.job_id in ids]
+    return [[f.job_id, attempt_outcome(f).value, f.fence] for f in finishes if f.job_id in ids]
 
 
 def attempt_from_row(
@@ -54,11 +54,13 @@ def attempt_from_row(
 
 def sqlite_record_attempts(conn: sqlite3.Connection, attempts: list[list[Any]]) -> None:
     """Inside the caller's ``BEGIN IMMEDIATE``, right after its fenced UPDATE: record the
-    runs it ended (``[[job_id, outcome], ...]``, only the applied rows) and trim those jobs
-    to ``ATTEMPTS_KEPT_PER_JOB``."""
+    runs it ended (``[[job_id, outcome, attempt or None], ...]``, only the applied rows)
+    and trim those jobs to ``ATTEMPTS_KEPT_PER_JOB``. The trim is skipped when every run's
+    number is known and within the bound (a job's first 20 runs: nearly every finish)."""
     if not attempts:
         return
     batch = json.dumps(attempts)
     conn.execute(_SQLITE["record_job_attempts"], {"attempts": batch})
-    conn.execute(_SQLITE["trim_job_attempts"],
-                 {"attempts": batch, "attempts_kept": ATTEMPTS_KEPT_PER_JOB})
+    if any(a[2] is None or a[2] > ATTEMPTS_KEPT_PER_JOB for a in attempts):
+        conn.execute(_SQLITE["trim_job_attempts"],
+                     {"attempts": batch, "attempts_kept": ATTEMPTS_KEPT_PER_JOB})

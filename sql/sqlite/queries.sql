@@ -540,7 +540,8 @@ ORDER BY job_type;
 
 -- name: record_job_attempts
 -- Run by finish_jobs and reap_expired_leases in their BEGIN IMMEDIATE, right after the
--- fenced UPDATE, for the rows it applied: :attempts is [[job_id, outcome], ...]. Each row
+-- fenced UPDATE, for the rows it applied: :attempts is [[job_id, outcome, attempt], ...]
+-- (the attempt is read from the row here; the caller uses it to skip the trim). Each row
 -- still holds the run's fence (the attempt), claim time, owner and the error just written,
 -- and updated_at is the finish's own database time.
 INSERT INTO job_attempts
