@@ -9,14 +9,17 @@ from typing import Protocol
 
 from gochatd.model import (
     AfterCommit,
+    BulkResult,
     ClaimedJob,
     DispatchRef,
     EnqueueRequest,
     EnqueueResult,
     Finish,
     Job,
+    JobAction,
     JobAttempt,
     JobFilter,
+    JobSelection,
     JobStatus,
     Lease,
     LeaseState,
@@ -37,6 +40,9 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
     #: tenants.<id>.max_running: both claim paths cap each tenant's running jobs, fleet-wide.
     #: Empty (the default): the plain claim queries run, as fast as without tenants.
     tenant_limits: dict[str, int]
+    #: worker.queue_limits: both claim paths cap each queue's running jobs, fleet-wide, and
+    #: a job must fit its tenant's cap too. Empty (the default): nothing changes.
+    queue_limits: dict[str, int]
     #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds
     #: (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
@@ -144,6 +150,27 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
         ...
 
     async def cancel_job(self, job_id: int) -> Job: ...
+    async def delete_job(self, job_id: int) -> Job:
+        """An operator's delete: the row of a job in any status but running goes (returned as
+        it was); ``InvalidTransition`` for a running one, ``JobNotFound``."""
+        ...
+
+    async def discard_job(self, job_id: int) -> Job:
+        """An operator's discard: queued or retrying -> dead, ``error_class`` ``discarded``,
+        without running."""
+        ...
+
+    async def run_job_now(self, job_id: int) -> tuple[Job, bool]:
+        """An operator's run now: a queued or retrying job not yet due becomes due now
+        (database clock) and undispatched, so it is dispatched like any due job. The bool:
+        whether this call changed it (False: it was due already)."""
+        ...
+
+    async def control_jobs(self, action: JobAction, selection: JobSelection) -> BulkResult:
+        """A control in bulk, in batches (store/controls.py): how many jobs the selection
+        matched in the statuses the action takes, and how many the guarded writes changed."""
+        ...
+
     async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         """Retention: delete up to ``limit`` jobs of a terminal ``status`` whose last change
@@ -171,11 +198,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
     async def resume_queue(self, queue: str) -> bool: ...
     async def paused_queues(self) -> set[str]: ...
     async def queue_stats(self) -> list[QueueStats]: ...
-    async def claim_tenant_backlog(
+    async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
-        """Streams mode with tenant limits: claim due jobs of limited tenants below their cap
-        (their refused stream entries were acked)."""
+        """Streams mode with tenant or queue caps: claim due jobs of capped tenants and
+        queues below their cap (their refused stream entries were acked)."""
         ...
 
     async def running_by_tenant(self) -> dict[str, int]:

@@ -32,13 +32,13 @@ from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB, attempt_from_row
+from gochatd.store.capped_claims import pg_claim_capped
 from gochatd.store.enqueue_many import pg_enqueue_many
 from gochatd.store.pg_connect import behind_pooler, connect
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_queries
 from gochatd.store.rows import canonical_json, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
-from gochatd.store.tenant_claims import pg_claim_limited
 from gochatd.store.upgrade import upgrade_postgres
 
 Q = load_queries("postgres")
@@ -304,8 +304,8 @@ class PostgresStore(SqlJobStore):
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        if self.tenant_limits:
-            return await self._claim_limited(None, queues, limit, owner, lease_s)
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(None, queues, limit, owner, lease_s)
         queries, aging_s = self._queries, self.priority_aging_s
         query = queries.sql["claim_due_jobs"]
 
@@ -323,16 +323,16 @@ class PostgresStore(SqlJobStore):
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 
-    async def _claim_limited(
+    async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits, queries = dict(self.tenant_limits), self._queries
+        caps, queries = self._caps(), self._queries
         aging_s = self.priority_aging_s
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                    backlog=backlog, queries=queries, aging_s=aging_s)
+            return pg_claim_capped(conn, caps, ids, queues, limit, owner, lease_s,
+                                   backlog=backlog, queries=queries, aging_s=aging_s)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

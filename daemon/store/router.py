@@ -41,10 +41,11 @@ from gochatd.model import (
 )
 from gochatd.periodic_jobs.slots import SlotClaim
 from gochatd.store.router_base import ROUTES_SCHEMA, ScopedStore, concat, group_by
+from gochatd.store.router_controls import RoutedControls
 from gochatd.store.router_outbox import RoutedOutbox
 
 
-class RoutedStore(RoutedOutbox):
+class RoutedStore(RoutedOutbox, RoutedControls):
     """A ``JobStore`` (see store/base.py for each method's contract)."""
 
     # -- one tenant's writes ---------------------------------------------------------------
@@ -173,14 +174,14 @@ class RoutedStore(RoutedOutbox):
                                                       lease_s))
         return claimed
 
-    async def claim_tenant_backlog(
+    async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
         claimed: list[ClaimedJob] = []
         for store in self._active():
             if len(claimed) >= limit:
                 break
-            claimed.extend(await store.claim_tenant_backlog(queues, limit - len(claimed),
+            claimed.extend(await store.claim_capped_backlog(queues, limit - len(claimed),
                                                             owner, lease_s))
         return claimed
 

@@ -608,24 +608,53 @@ ORDER BY tenant_id;
 -- name: lock_tenant_claims
 SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
 
+-- name: free_queue_slots
+-- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
+SELECT l.queue, l.max_running - (SELECT count(*) FROM background_jobs j
+                                 WHERE j.status = 'running' AND j.queue = l.queue)
+FROM unnest(%(queues)s::text[], %(limits)s::int[]) AS l(queue, max_running);
+
+-- name: capped_queues_of_jobs
+SELECT DISTINCT queue FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[]) AND queue = ANY(%(queues)s::text[])
+ORDER BY queue;
+
+-- name: lock_queue_claims
+SELECT pg_advisory_xact_lock(1735355501, hashtext(%(queue)s));
+
 -- name: claim_jobs_limited
--- SKIP LOCKED: while holding tenant locks, never wait for a row lock (no lock cycles).
+-- A candidate must fit both caps: its tenant's (tenants.<id>.max_running) and, among the
+-- candidates its tenant allows, its queue's (worker.queue_limits). Either list may be empty.
+-- SKIP LOCKED: while holding claim locks, never wait for a row lock (no lock cycles).
 WITH limits AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
+), queue_limits AS (
+    SELECT * FROM unnest(%(capped_queues)s::text[], %(queue_limits)s::int[])
+        AS l(queue, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
+    SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
-    SELECT id, tenant_id, row_number() OVER (
+    SELECT id, tenant_id, queue, rank_at, scheduled_at, row_number() OVER (
         PARTITION BY tenant_id ORDER BY rank_at, scheduled_at, id) AS rn
     FROM cand
-), allowed AS (
-    SELECT r.id FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
+), tenant_allowed AS (
+    SELECT r.id, r.queue, r.rank_at, r.scheduled_at
+    FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
     WHERE l.max_running IS NULL
        OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
                                    WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+), queue_ranked AS (
+    SELECT id, queue, row_number() OVER (
+        PARTITION BY queue ORDER BY rank_at, scheduled_at, id) AS rn
+    FROM tenant_allowed
+), allowed AS (
+    SELECT r.id FROM queue_ranked r LEFT JOIN queue_limits l ON l.queue = r.queue
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.queue = r.queue)
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
@@ -717,3 +746,114 @@ ORDER BY job_type;
 -- name: list_job_attempts
 SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
 FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT %(limit)s;
+
+-- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
+-- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
+-- statuses its control acts on (model.ACTION_STATUSES): a job that moved on since it was
+-- read (claimed, finished, changed by another operator) is left as it is.
+
+-- name: delete_job
+-- An operator's delete: any status but running (cancel a running job first). The
+-- job's reply_outbox rows stay: replies a completion wrote are messages of their own.
+DELETE FROM background_jobs
+WHERE id = %(id)s AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: discard_job
+-- An operator's discard: a waiting job becomes dead without running.
+UPDATE background_jobs
+SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
+    failed_at = now(), dispatched_at = NULL, cancel_requested = false, updated_at = now()
+WHERE id = %(id)s AND status IN ('queued', 'retrying')
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: run_job_now
+-- An operator's run now: a waiting job not yet due becomes due now (database clock),
+-- undispatched, so the scheduler XADDs it or a poller claims it like any due job.
+UPDATE background_jobs
+SET scheduled_at = now(), dispatched_at = NULL, updated_at = now()
+WHERE id = %(id)s AND status IN ('queued', 'retrying') AND scheduled_at > now()
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: pick_jobs
+-- A bulk control's next batch: ids of jobs in the control's statuses that match the ids
+-- and filter given (NULL: any), past the last batch's id (a keyset: no lock is held
+-- between batches, and each write below touches at most one batch).
+SELECT id FROM background_jobs
+WHERE status = ANY(%(statuses)s::text[])
+  AND (%(ids)s::bigint[] IS NULL OR id = ANY(%(ids)s::bigint[]))
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND id > %(after_id)s
+ORDER BY id
+LIMIT %(limit)s;
+
+-- name: requeue_jobs
+-- Bulk retry: requeue_job for a batch of picked ids.
+UPDATE background_jobs
+SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = false, updated_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('dead', 'cancelled')
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
+
+-- name: cancel_waiting_jobs
+-- Bulk cancel, waiting jobs: cancel_waiting_job for a batch.
+UPDATE background_jobs
+SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
+    dispatched_at = NULL, updated_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('queued', 'retrying')
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
+
+-- name: request_cancel_running_jobs
+-- Bulk cancel, running jobs: request_cancel_running_job for a batch (their workers
+-- cancel the handlers at the next heartbeat).
+UPDATE background_jobs
+SET cancel_requested = true, updated_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('running')
+  AND NOT cancel_requested
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
+
+-- name: delete_jobs
+-- Bulk delete: delete_job for a batch.
+DELETE FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
+
+-- name: discard_jobs
+-- Bulk discard: discard_job for a batch.
+UPDATE background_jobs
+SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
+    failed_at = now(), dispatched_at = NULL, cancel_requested = false, updated_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('queued', 'retrying')
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
+
+-- name: run_jobs_now
+-- Bulk run now: run_job_now for a batch.
+UPDATE background_jobs
+SET scheduled_at = now(), dispatched_at = NULL, updated_at = now()
+WHERE id = ANY(%(ids)s::bigint[])
+  AND status IN ('queued', 'retrying')
+  AND scheduled_at > now()
+  AND (%(status)s::text IS NULL OR status = %(status)s)
+RETURNING id;
