@@ -12,7 +12,9 @@ from gochatd.model import (
     ClaimedJob,
     Finish,
     Job,
+    JobAction,
     JobAttempt,
+    JobSelection,
     JobStatus,
     Outcome,
     Reply,
@@ -210,9 +212,20 @@ async def test_attempts_go_with_their_job(store: JobStore, backend_url: str) -> 
     assert await store.list_job_attempts(old.id) == []
     assert await _attempt_count(backend_url, old.id) == 0
     assert len(await store.list_job_attempts(recent.id)) == 1
-    # Any other DELETE of a job (an operator's, foreign SQL) takes its attempts too.
-    await raw_sql(backend_url, "DELETE FROM background_jobs WHERE id = ?", [doomed.id])
+    # Any other DELETE of a job takes its attempts too: an operator's, one or in bulk...
+    await store.delete_job(recent.id)
+    assert await store.list_job_attempts(recent.id) == []
+    assert await _attempt_count(backend_url, recent.id) == 0
+    bulk = await store.control_jobs(JobAction.DELETE, JobSelection(ids=(doomed.id,)))
+    assert bulk.changed == 1
     assert await _attempt_count(backend_url, doomed.id) == 0
+    # ...or foreign SQL's.
+    spare = await enqueue(store, "spare")
+    await _run(store, spare, Outcome.COMPLETED)
+    assert await _attempt_count(backend_url) == 1
+    await raw_sql(backend_url, "DELETE FROM background_jobs WHERE id = ?", [spare.id])
+    assert await _attempt_count(backend_url) == 0
+    await _run(store, await enqueue(store, "last"), Outcome.COMPLETED)
     assert await _attempt_count(backend_url) == 1
     if is_postgres(backend_url):  # and a TRUNCATE (which restarts no job ids here)
         await raw_sql(backend_url, "TRUNCATE background_jobs")
