@@ -35,10 +35,17 @@ def attempt_outcome(finish: Finish) -> AttemptOutcome:
 
 
 def applied_attempts(finishes: Sequence[Finish], applied: Iterable[int]) -> list[list[Any]]:
-    """``[[job_id, outcome, attempt], ...]`` for the finishes that applied (SQLite's
-    ``record_job_attempts``); a finish's fence is its run's attempt number."""
+    """``[[job_id, outcome, fence], ...]`` for the finishes of the applied jobs (SQLite's
+    ``record_job_attempts``, which keeps only the one whose fence the row holds: a batch
+    may carry a stale finish of the same job); a finish's fence is its run's number."""
     ids = set(applied)
-    return [[f.job_id, attempt_outcome(f).value, f.fence] for f in finishes if f.job_id in ids]
+    seen: set[tuple[int, int]] = set()
+    out: list[list[Any]] = []
+    for f in finishes:
+        if f.job_id in ids and (f.job_id, f.fence) not in seen:
+            seen.add((f.job_id, f.fence))
+            out.append([f.job_id, attempt_outcome(f).value, f.fence])
+    return out
 
 
 def attempt_from_row(
@@ -54,13 +61,13 @@ def attempt_from_row(
 
 def sqlite_record_attempts(conn: sqlite3.Connection, attempts: list[list[Any]]) -> None:
     """Inside the caller's ``BEGIN IMMEDIATE``, right after its fenced UPDATE: record the
-    runs it ended (``[[job_id, outcome, attempt or None], ...]``, only the applied rows)
-    and trim those jobs to ``ATTEMPTS_KEPT_PER_JOB``. The trim is skipped when every run's
-    number is known and within the bound (a job's first 20 runs: nearly every finish)."""
+    runs it ended (``[[job_id, outcome, fence], ...]``, of the applied rows) and trim those
+    jobs to ``ATTEMPTS_KEPT_PER_JOB``. The trim is skipped while every run's number is
+    within the bound (a job's first 20 runs: nearly every finish)."""
     if not attempts:
         return
     batch = json.dumps(attempts)
     conn.execute(_SQLITE["record_job_attempts"], {"attempts": batch})
-    if any(a[2] is None or a[2] > ATTEMPTS_KEPT_PER_JOB for a in attempts):
+    if any(a[2] > ATTEMPTS_KEPT_PER_JOB for a in attempts):
         conn.execute(_SQLITE["trim_job_attempts"],
                      {"attempts": batch, "attempts_kept": ATTEMPTS_KEPT_PER_JOB})

@@ -165,7 +165,7 @@ class SqliteStore(SqlJobStore):
             try:
                 rows = conn.execute(reap, params).fetchall()
                 sqlite_record_attempts(
-                    conn, [[r[0], AttemptOutcome.LEASE_EXPIRED.value, None] for r in rows])
+                    conn, [[r[0], AttemptOutcome.LEASE_EXPIRED.value, r[5]] for r in rows])
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

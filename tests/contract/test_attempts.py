@@ -244,3 +244,24 @@ async def test_a_fence_reset_by_foreign_sql_keeps_the_first_record(
     assert (await _row(store, job)).status is JobStatus.COMPLETED
     [kept] = await store.list_job_attempts(job.id)
     assert (kept.attempt, kept.outcome, kept.error) == (1, AttemptOutcome.RETRYING, "first run")
+
+
+async def test_a_batch_with_a_stale_and_the_current_finish_of_one_job(store: JobStore) -> None:
+    """The same owner claimed the job again after its lease was reaped; both runs' finishes
+    reach one batch: only the current fence's is recorded, with its own outcome."""
+    job = await enqueue(store)
+    old = await claim_one(store, job, "w1", lease_s=SHORT_LEASE_S)
+
+    async def reaped() -> bool:
+        return job.id in [r.job_id for r in (await store.reap_expired_leases()).retried]
+
+    await wait_until(reaped, timeout_s=5.0, interval_s=0.05, what="expired lease reaped")
+    new = await claim_one(store, await _row(store, job), "w1")
+    applied = await store.finish_jobs(
+        [finish(old, Outcome.DEAD, error_class="E", last_error="stale"),
+         finish(new, Outcome.COMPLETED)])
+    assert applied == {job.id}
+    current, reaped_run = await store.list_job_attempts(job.id)
+    assert (current.attempt, current.outcome, current.error) == (
+        2, AttemptOutcome.COMPLETED, None)
+    assert (reaped_run.attempt, reaped_run.outcome) == (1, AttemptOutcome.LEASE_EXPIRED)
