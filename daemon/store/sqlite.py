@@ -44,6 +44,7 @@ from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_param
 from gochatd.store.queries import load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
+from gochatd.store.unique import enqueue_unique
 from gochatd.store.upgrade import upgrade_sqlite
 
 Q = load_queries("sqlite")
@@ -223,21 +224,27 @@ class SqliteStore(SqlJobStore):
     ) -> EnqueueResult:
         params = sqlite_enqueue_params(request)
 
+        def _insert(conn: sqlite3.Connection) -> EnqueueResult:
+            """Inside the write transaction: the new row, or the one holding its key."""
+            if request.unique_key is not None:
+                return enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), Q,
+                                      request, params, self._job)
+            row = conn.execute(Q["enqueue_job"], params).fetchone()
+            if row is not None:
+                return EnqueueResult(self._job(row), created=True)
+            job = self._job(conn.execute(Q["find_idempotent_job"], params).fetchone())
+            return EnqueueResult(job, created=False,
+                                 conflict=not same_job(job, request.job_type, request.payload))
+
         def _enqueue(conn: sqlite3.Connection) -> EnqueueResult:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute(Q["enqueue_job"], params).fetchone()
-                if row is not None:
-                    result = EnqueueResult(self._job(row), created=True)
-                else:
-                    row = conn.execute(Q["find_idempotent_job"], params).fetchone()
-                    job = self._job(row)
-                    if not same_job(job, request.job_type, request.payload):
-                        assert request.idempotency_key is not None
-                        raise IdempotencyConflict(
-                            request.tenant_id, request.idempotency_key, job.id
-                        )
-                    result = EnqueueResult(job, created=False)
+                result = _insert(conn)
+                if result.conflict:
+                    assert request.idempotency_key is not None
+                    raise IdempotencyConflict(
+                        request.tenant_id, request.idempotency_key, result.job.id
+                    )
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise

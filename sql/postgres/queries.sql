@@ -37,6 +37,54 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 FROM background_jobs
 WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
 
+-- name: enqueue_unique_job
+-- enqueue_job for a job with a unique key (docs/unique-jobs.md); jobs without one keep
+-- enqueue_job. Any key already taken (the idempotency key, or the unique key held by another
+-- row) skips the row, and the caller looks up who holds it (find_idempotent_job, then
+-- find_unique_job). unique_until is the database's now() plus unique_for_s (NULL: none).
+INSERT INTO background_jobs
+    (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+     idempotency_key, traceparent, dispatched_at, unique_key, unique_until)
+SELECT %(tenant_id)s, %(job_type)s,
+       COALESCE(%(queue)s::text, (SELECT t.queue FROM gochatd_job_types AS t
+                                  WHERE t.job_type = %(job_type)s), 'default'),
+       %(payload)s::jsonb, %(priority)s,
+       COALESCE(%(max_attempts)s::integer, (SELECT t.max_attempts FROM gochatd_job_types AS t
+                                            WHERE t.job_type = %(job_type)s), 25),
+       due.at, %(idempotency_key)s, %(traceparent)s,
+       CASE WHEN %(dispatch_now)s AND due.at <= now() THEN now() END,
+       %(unique_key)s, now() + make_interval(secs => %(unique_for_s)s::float8)
+FROM (SELECT COALESCE(%(scheduled_at)s::timestamptz,
+                      now() + make_interval(secs => %(delay_s)s)) AS at) AS due
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: find_unique_job
+-- The row holding a tenant's unique key, and whether it still counts (live): queued,
+-- retrying or running, or completed before its unique_until (the database clock decides).
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested,
+       (status IN ('queued', 'retrying', 'running')
+        OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > now()))
+       AS live
+FROM background_jobs
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s;
+
+-- name: release_unique_key
+-- A holder that no longer counts gives its key up, so the next enqueue of the key inserts.
+-- Guarded: written only if the row still holds the key and still does not count.
+UPDATE background_jobs
+SET unique_key = NULL
+WHERE id = %(id)s AND unique_key = %(unique_key)s
+  AND NOT (status IN ('queued', 'retrying', 'running')
+           OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > now()))
+RETURNING id;
+
 -- name: claim_jobs
 -- Stream-delivered ids: one conditional UPDATE; rows already claimed, finished or not yet
 -- due are simply not returned. Joined to the ids as a set, so each is one primary-key

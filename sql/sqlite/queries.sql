@@ -34,6 +34,46 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 FROM background_jobs
 WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key;
 
+-- name: enqueue_unique_job
+-- As sql/postgres/queries.sql: enqueue_job for a job with a unique key.
+INSERT INTO background_jobs
+    (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+     idempotency_key, traceparent, dispatched_at, unique_key, unique_until)
+SELECT :tenant_id, :job_type, COALESCE(:queue, (SELECT t.queue FROM gochatd_job_types AS t WHERE t.job_type = :job_type),
+         'default'), :payload, :priority,
+       COALESCE(:max_attempts,
+                (SELECT t.max_attempts FROM gochatd_job_types AS t WHERE t.job_type = :job_type), 25), due.at, :idempotency_key, :traceparent,
+       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END,
+       :unique_key, ((julianday('now') - 2440587.5) * 86400.0) + :unique_for_s
+FROM (SELECT CAST(COALESCE(:scheduled_at, ((julianday('now') - 2440587.5) * 86400.0) + :delay_s) AS REAL) AS at) AS due
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: find_unique_job
+-- As sql/postgres/queries.sql: the holder of a unique key and whether it still counts.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested,
+       (status IN ('queued', 'retrying', 'running')
+        OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > ((julianday('now') - 2440587.5) * 86400.0)))
+       AS live
+FROM background_jobs
+WHERE tenant_id = :tenant_id AND unique_key = :unique_key;
+
+-- name: release_unique_key
+-- As sql/postgres/queries.sql: a holder that no longer counts gives its key up (guarded).
+UPDATE background_jobs
+SET unique_key = NULL
+WHERE id = :id AND unique_key = :unique_key
+  AND NOT (status IN ('queued', 'retrying', 'running')
+           OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > ((julianday('now') - 2440587.5) * 86400.0)))
+RETURNING id;
+
 -- name: claim_jobs
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
