@@ -17,6 +17,7 @@ from gochatd.model import (
     Finish,
     Job,
     JobAction,
+    JobAttempt,
     JobFilter,
     JobSelection,
     JobStatus,
@@ -138,6 +139,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        """The job's recorded runs, newest first (at most ``ATTEMPTS_KEPT_PER_JOB``,
+        store/attempts.py); empty for a job never run, or unknown."""
+        ...
+
     async def list_jobs(self, flt: JobFilter) -> list[Job]: ...
     async def requeue_job(self, job_id: int) -> Job:
         """An operator's retry (``jobs retry``): dead or cancelled -> queued, attempts reset."""
