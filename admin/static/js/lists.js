@@ -305,7 +305,7 @@ function attemptRow(a) {
   return el("tr", { testid: "attempt-row-" + a.attempt }, [
     el("td", { class: "num", text: a.attempt }),
     el("td", {}, el("span", { class: "badge st-" + (/^[a-z_]+$/.test(a.outcome || "") ? a.outcome : "unknown"), text: a.outcome || "running" })),
-    el("td", { text: a.started_at ? fmtTime(a.started_at) : "—" }),
+    el("td", { title: a.started_at || "", text: a.started_at ? ago(a.started_at) : "—" }),
     el("td", { class: "num", text: took === null || Number.isNaN(took) ? "—" : took < 10 ? took.toFixed(2) + "s" : fmtDuration(took) }),
     el("td", { class: "mono", text: a.worker || "—" }),
     el("td", { class: "err", title: a.error || "", text: error || "—" }),
