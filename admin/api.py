@@ -12,7 +12,7 @@ from werkzeug.routing import BaseConverter
 from gochatd.admin.app import ApiError, json_body
 from gochatd.admin.openapi import openapi_document
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
-from gochatd.model import Job, JobFilter, JobStatus
+from gochatd.model import MAX_SEARCH_CHARS, Job, JobFilter, JobStatus
 from gochatd.registry import QUEUE_RE
 
 if TYPE_CHECKING:
@@ -25,11 +25,12 @@ MAX_DIGITS = len(str(MAX_ID))
 
 
 class JobIdConverter(BaseConverter):
-    """A job id path segment: anything but ``retry``, so ``/v1/jobs/retry`` is only the bulk
-    retry (GET there is a 405 with ``Allow: POST``); the id itself is checked by ``_job_id``
-    for a 400 that says what is wrong."""
+    """A job id path segment: anything but ``retry`` and ``counts``, so ``/v1/jobs/retry`` is
+    only the bulk retry (GET there is a 405 with ``Allow: POST``) and ``/v1/jobs/counts`` the
+    counts (admin/fleet.py); the id itself is checked by ``_job_id`` for a 400 that says what
+    is wrong."""
 
-    regex = r"(?!retry$)[^/]+"
+    regex = r"(?!(?:retry|counts)$)[^/]+"
 
 
 def job_json(job: Job) -> dict[str, Any]:
@@ -100,6 +101,23 @@ def _queue_arg(raw: Any) -> str | None:
     if value is not None and not QUEUE_RE.match(value):
         raise ApiError(400, "bad_request", "queue must match [A-Za-z0-9_-]{1,64}")
     return value
+
+
+def _flag_arg(name: str, raw: str | None) -> bool:
+    if raw is None or raw == "":
+        return False
+    if raw not in {"true", "false", "1", "0"}:
+        raise ApiError(400, "bad_request", f"{name} must be true or false")
+    return raw in {"true", "1"}
+
+
+def _order_arg(raw: str | None) -> bool:
+    """``order``: newest (the default) or oldest first; True for newest."""
+    if raw is None or raw == "" or raw == "newest":
+        return True
+    if raw != "oldest":
+        raise ApiError(400, "bad_request", "order must be newest or oldest")
+    return False
 
 
 def _status_arg(raw: Any) -> JobStatus | None:
@@ -248,8 +266,12 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
             job_type=_text_arg("job_type", args.get("job_type")),
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
             after_id=_cursor_arg(args.get("cursor")),
+            newest_first=_order_arg(args.get("order")),
+            search=_text_arg("q", args.get("q"), MAX_SEARCH_CHARS),
+            scheduled=_flag_arg("scheduled", args.get("scheduled")),
         )
-        jobs = await daemon.store.list_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        storable = _storable(flt.tenant_id, flt.job_type, flt.search)
+        jobs = await daemon.store.list_jobs(flt) if storable else []
         cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
         return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
 

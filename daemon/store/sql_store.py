@@ -28,13 +28,29 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
 from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 
+#: The largest id a search text may name (bigint).
+_MAX_ID = 2**63 - 1
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
+
+def search_params(text: str | None) -> dict[str, Any]:
+    """A listing's search as the queries take it: ``pattern`` matches the text anywhere, its
+    ``%``, ``_`` and ``\\`` literal (``ESCAPE '\\'``); ``search_id`` is the text as an id."""
+    if not text:
+        return {"pattern": None, "search_id": None}
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    digits = text.strip()
+    as_id = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
+    return {"pattern": f"%{escaped}%",
+            "search_id": as_id if as_id is not None and as_id <= _MAX_ID else None}
+
+
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlFleetOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
@@ -224,8 +240,10 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
         return self._job(rows[0]) if rows else None
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        name = ("list_scheduled_jobs" if flt.scheduled
+                else "list_jobs_newest" if flt.newest_first else "list_jobs")
         rows = await self._read(
-            "list_jobs",
+            name,
             {
                 "status": flt.status.value if flt.status else None,
                 "queue": flt.queue,
@@ -233,9 +251,14 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps):
                 "job_type": flt.job_type,
                 "after_id": flt.after_id,
                 "limit": flt.limit,
+                **search_params(flt.search),
             },
         )
         return [self._job(r) for r in rows]
+
+    async def count_scheduled_jobs(self) -> int:
+        rows = await self._read("count_scheduled_jobs", {})
+        return int(rows[0][0]) if rows else 0
 
     async def requeue_job(self, job_id: int) -> Job:
         rows = await self._write("requeue_job", {"id": job_id})
