@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from quart import Response, jsonify, request
@@ -14,7 +15,7 @@ from gochatd.admin.api import _body, _int_arg, _storable, _text_arg
 from gochatd.admin.app import ApiError
 from gochatd.loops.fleet import ALIVE_S
 from gochatd.model import JobStatus
-from gochatd.store.fleet import DaemonRow, MinuteCounts
+from gochatd.store.fleet import DAEMON_ACTIONS, DaemonRow, MinuteCounts
 
 if TYPE_CHECKING:
     from gochatd.control import Control
@@ -77,7 +78,6 @@ def register(app: QuartTrio, daemon: Control) -> None:
         rows = await daemon.store.list_daemons()
         return jsonify({"daemons": [daemon_json(r, daemon.worker_id) for r in rows]})
 
-    @app.post("/v1/fleet/<daemon_id>/<any(drain, pause, resume):action>")
     async def request_daemon(daemon_id: str, action: str) -> Response:
         await _body(set())
         name = _text_arg("daemon id", daemon_id)
@@ -90,6 +90,10 @@ def register(app: QuartTrio, daemon: Control) -> None:
         response = jsonify({"id": name, "requested": action})
         response.status_code = 202
         return response
+
+    for action in DAEMON_ACTIONS:
+        app.add_url_rule(f"/v1/fleet/<daemon_id>/{action}", f"fleet_{action}",
+                         partial(request_daemon, action=action), methods=["POST"])
 
     @app.get("/v1/jobs/counts")
     async def job_counts() -> Response:
