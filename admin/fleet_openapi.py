@@ -13,12 +13,12 @@ _INT: dict[str, Any] = {"type": "integer"}
 
 def fleet_paths(get: Any, json: Any, ref: Any, errors: dict[str, Any]) -> dict[str, Any]:
     """Built with openapi.py's own helpers (passed in) so both parts read the same."""
-    requests = {
+    requests: dict[str, Any] = {
         f"/v1/fleet/{{daemon_id}}/{action}": {"post": {
             "summary": f"Ask one daemon of the fleet to {action} (applied on its next "
                        "heartbeat, within seconds)",
             "parameters": [_DAEMON_ID],
-            "responses": {"202": json(ref("FleetRequest"), "requested"), **errors}}}
+            "responses": {"202": json(ref("FleetRequest"), "requested"), **dict(errors)}}}
         for action in ("drain", "pause", "resume")
     }
     return {
