@@ -238,7 +238,8 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
 -- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
--- search_params); :search_id the same text as an id when it is one.
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -250,6 +251,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
 ORDER BY id
 LIMIT %(limit)s;
@@ -268,6 +270,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
   AND (%(after_id)s::bigint IS NULL OR id < %(after_id)s)
 ORDER BY id DESC
 LIMIT %(limit)s;
@@ -286,6 +289,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
   AND status IN ('queued', 'retrying') AND scheduled_at > now()
   AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))

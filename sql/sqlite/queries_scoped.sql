@@ -178,7 +178,8 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
 -- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
--- search_params); :search_id the same text as an id when it is one.
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -190,6 +191,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
+  AND (:search_after_id IS NULL OR id > :search_after_id)
   AND (:after_id IS NULL OR id > :after_id)
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 ORDER BY id
@@ -209,6 +211,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
+  AND (:search_after_id IS NULL OR id > :search_after_id)
   AND (:after_id IS NULL OR id < :after_id)
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 ORDER BY id DESC
@@ -228,6 +231,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
+  AND (:search_after_id IS NULL OR id > :search_after_id)
   AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   AND (:after_id IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))

@@ -8,8 +8,10 @@ scheduled jobs soonest first, and count them apart. Every backend, plain and rou
 
 from __future__ import annotations
 
+import pytest
+
 from gochatd.model import JobFilter, JobStatus
-from gochatd.store import JobStore
+from gochatd.store import JobStore, sql_store
 from gochatd.store.fleet import DaemonBeat, DaemonRequest, FinishCounts
 from tests.contract.helpers import enqueue, is_postgres, raw_sql, second_store
 
@@ -174,3 +176,24 @@ async def test_scheduled_jobs_soonest_first_and_counted_apart(store: JobStore) -
     assert await store.count_scheduled_jobs() == 3
     counts = await store.count_jobs_by_status()
     assert counts == {JobStatus.QUEUED: 4}  # each job once, in its status
+
+
+async def test_a_search_is_bounded_to_the_newest_jobs_but_finds_any_id(
+    store: JobStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sql_store, "SEARCH_WINDOW", 3)
+    old = await enqueue(store, "needle:old")
+    for i in range(4):
+        await enqueue(store, f"hay:{i}")
+    new = await enqueue(store, "needle:new")
+
+    async def found(text: str, **kw: object) -> list[int]:
+        args: dict[str, object] = {"limit": 10, **kw}
+        jobs = await store.list_jobs(JobFilter(search=text, **args))  # type: ignore[arg-type]
+        return [j.id for j in jobs]
+
+    assert await found("needle") == [new.id]  # the old one is past the window
+    assert await found(str(old.id)) == [old.id]  # an id is found anywhere
+    assert await found(str(old.id), newest_first=True, limit=1) == [old.id]
+    assert await found(str(old.id), status=JobStatus.DEAD) == []
+    assert await found(str(old.id), after_id=old.id) == []
