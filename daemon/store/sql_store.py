@@ -38,7 +38,7 @@ from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 _MAX_ID = 2**63 - 1
 #: A text search looks at the newest this many ids of a database (docs/operations.md,
 #: "Listing jobs"): bounded, whatever the table holds; an id is found anywhere.
-SEARCH_WINDOW = 100_000
+SEARCH_WINDOW = 10_000
 
 
 def search_params(text: str | None) -> dict[str, Any]:

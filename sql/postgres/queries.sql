@@ -251,8 +251,8 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
-  AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id > coalesce(%(after_id)s::bigint, 0)
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -270,8 +270,8 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
-  AND (%(after_id)s::bigint IS NULL OR id < %(after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id < coalesce(%(after_id)s::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -289,7 +289,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
   AND status IN ('queued', 'retrying') AND scheduled_at > now()
   AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))

@@ -238,8 +238,8 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
-  AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id > coalesce(%(after_id)s::bigint, 0)
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 ORDER BY id
@@ -259,8 +259,8 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
-  AND (%(after_id)s::bigint IS NULL OR id < %(after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id < coalesce(%(after_id)s::bigint, 9223372036854775807)
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 ORDER BY id DESC
@@ -280,7 +280,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
-  AND (%(search_after_id)s::bigint IS NULL OR id > %(search_after_id)s)
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
   AND status IN ('queued', 'retrying') AND scheduled_at > now()
   AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))

@@ -212,8 +212,8 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
-  AND (:search_after_id IS NULL OR id > :search_after_id)
-  AND (:after_id IS NULL OR id > :after_id)
+  AND id > coalesce(:search_after_id, 0)
+  AND id > coalesce(:after_id, 0)
 ORDER BY id
 LIMIT :limit;
 
@@ -231,8 +231,8 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
-  AND (:search_after_id IS NULL OR id > :search_after_id)
-  AND (:after_id IS NULL OR id < :after_id)
+  AND id > coalesce(:search_after_id, 0)
+  AND id < coalesce(:after_id, 9223372036854775807)
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -250,7 +250,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:pattern IS NULL OR id = :search_id
        OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
        OR payload LIKE :pattern ESCAPE '\')
-  AND (:search_after_id IS NULL OR id > :search_after_id)
+  AND id > coalesce(:search_after_id, 0)
   AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   AND (:after_id IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))
