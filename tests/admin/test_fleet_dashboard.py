@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
+from gochatd.admin import fleet
+from gochatd.admin.fleet import CountsSnapshot
 from gochatd.loops.fleet import BEAT_S
+from gochatd.model import EnqueueRequest
+from gochatd.store import open_store
 from tests.admin.helpers import PARKED, Admin, Stack, admin_worker
 from tests.integration.helpers import make_registry, started_worker
 from tests.support.harness import make_settings
@@ -116,3 +121,27 @@ async def test_pause_and_drain_another_daemon_through_the_first_ones_api(
         with trio.fail_after(5):
             await b.stop()
         assert await b_row() is None  # gone from the view on its clean stop
+
+
+async def test_slow_counts_are_served_as_a_snapshot(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(sqlite_url)
+    await store.open()
+    await store.migrate()
+    try:
+        snapshot = CountsSnapshot()
+        await store.enqueue(EnqueueRequest("t:a", {}))
+        assert (await snapshot.get(store))["queued"] == 1
+        await store.enqueue(EnqueueRequest("t:a", {}))
+        assert (await snapshot.get(store))["queued"] == 2  # a fast count: counted again
+        monkeypatch.setattr(fleet, "SLOW_COUNT_S", 0.0)  # every count is slow from now on
+        assert (await snapshot.get(store))["queued"] == 2
+        await store.enqueue(EnqueueRequest("t:a", {}, delay_s=60))
+        assert await snapshot.get(store) == {**{s: 0 for s in STATUSES}, "queued": 2,
+                                             "scheduled": 0}  # the snapshot
+        monkeypatch.setattr(fleet, "SNAPSHOT_S", 0.0)  # and now it is too old
+        counts = await snapshot.get(store)
+        assert (counts["queued"], counts["scheduled"]) == (3, 1)
+    finally:
+        await store.close()
