@@ -12,6 +12,7 @@ from werkzeug.routing import BaseConverter
 from gochatd.admin.app import ApiError, json_body
 from gochatd.admin.openapi import openapi_document
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
+from gochatd.job_controls import admin_actor
 from gochatd.model import MAX_SEARCH_CHARS, Job, JobFilter, JobStatus
 from gochatd.registry import QUEUE_RE
 
@@ -25,12 +26,12 @@ MAX_DIGITS = len(str(MAX_ID))
 
 
 class JobIdConverter(BaseConverter):
-    """A job id path segment: anything but ``retry`` and ``counts``, so ``/v1/jobs/retry`` is
-    only the bulk retry (GET there is a 405 with ``Allow: POST``) and ``/v1/jobs/counts`` the
-    counts (admin/fleet.py); the id itself is checked by ``_job_id`` for a 400 that says what
-    is wrong."""
+    """A job id path segment: anything but ``retry``, ``bulk`` and ``counts``, so
+    ``/v1/jobs/retry`` is only the bulk retry and ``/v1/jobs/bulk`` only the bulk control
+    (GET there is a 405 with ``Allow: POST``), and ``/v1/jobs/counts`` is never an id; the
+    id itself is checked by ``_job_id`` for a 400 that says what is wrong."""
 
-    regex = r"(?!(?:retry|counts)$)[^/]+"
+    regex = r"(?!(?:retry|bulk|counts)$)[^/]+"
 
 
 def job_json(job: Job) -> dict[str, Any]:
@@ -285,7 +286,7 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
     @app.post("/v1/jobs/<job_id:job_id>/retry")
     async def requeue_job(job_id: str) -> Response:
         await _body(set())
-        job = await daemon.store.requeue_job(_job_id(job_id))
+        job = await daemon.client.retry(_job_id(job_id), actor=admin_actor(request.remote_addr))
         daemon.log.info("job_requeued", job_id=job.id)
         daemon.new_work()
         return jsonify(job_json(job))
@@ -293,7 +294,7 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
     @app.post("/v1/jobs/<job_id:job_id>/cancel")
     async def cancel_job(job_id: str) -> Response:
         await _body(set())
-        job = await daemon.store.cancel_job(_job_id(job_id))
+        job = await daemon.client.cancel(_job_id(job_id), actor=admin_actor(request.remote_addr))
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/retry")

@@ -104,11 +104,12 @@ def create_app(daemon: Control) -> QuartTrio:
         return Response(html, content_type="text/html; charset=utf-8",
                         headers={"Cache-Control": "no-store"})
 
-    from gochatd.admin import api, fleet, probes, tenants
+    from gochatd.admin import api, controls, fleet, probes, tenants
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
     api.register(app, daemon)
+    controls.register(app, daemon)
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
     fleet.register(app, daemon)

@@ -74,13 +74,58 @@ def _page(summary: str, media_type: str, description: str, *, open_: bool = Fals
 
 
 def _post(summary: str, ok: dict[str, Any], params: list[dict[str, Any]] | None = None,
-          body: dict[str, Any] | None = None) -> dict[str, Any]:
+          body: dict[str, Any] | None = None, *, body_required: bool = False) -> dict[str, Any]:
     op: dict[str, Any] = {"summary": summary, "responses": {"200": ok, **_ERRORS}}
     if params:
         op["parameters"] = params
     if body:
-        op["requestBody"] = {"required": False, "content": {"application/json": {"schema": body}}}
+        op["requestBody"] = {"required": body_required,
+                             "content": {"application/json": {"schema": body}}}
     return {"post": op}
+
+
+def _delete(summary: str, ok: dict[str, Any], params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"delete": {"summary": summary, "parameters": params,
+                       "responses": {"200": ok, **_ERRORS}}}
+
+
+def _control_paths(statuses: list[str]) -> dict[str, Any]:
+    """The job controls (admin/controls.py; docs/operations.md, "Job controls")."""
+    bulk_body = {"type": "object", "additionalProperties": False, "required": ["action"],
+                 "properties": {
+                     "action": {"enum": ["retry", "cancel", "delete", "discard", "run_now"]},
+                     "ids": {"type": ["array", "null"], "minItems": 1, "maxItems": 10000,
+                             "items": {"type": "integer", "minimum": 1, "maximum": MAX_ID}},
+                     "status": {"enum": [*statuses, "", None]},
+                     "queue": _nullable(_QUEUE_FILTER), "job_type": _nullable(_TEXT_FILTER),
+                     "tenant_id": _nullable(_TEXT_FILTER)},
+                 # ids, or at least one filter (an empty value is no filter).
+                 "anyOf": [{"required": [name], "properties": {name: schema}} for name, schema in (
+                     ("ids", {"type": "array"}), ("status", {"enum": statuses}),
+                     ("queue", {"type": "string", "minLength": 1}),
+                     ("job_type", {"type": "string", "minLength": 1}),
+                     ("tenant_id", {"type": "string", "minLength": 1}))]}
+    return {
+        "/v1/jobs/bulk": _post(
+            "One control over the jobs of ids and/or filters (at least one), in batches",
+            _json(_ref("BulkControl"), "how many jobs matched and changed"), body=bulk_body,
+            body_required=True),
+        "/v1/jobs/{job_id}/run-now": _post(
+            "Make a queued or retrying job that is not yet due due now",
+            _json(_ref("Job"), "due now"), [_JOB_ID]),
+        "/v1/jobs/{job_id}/discard": _post(
+            "Make a queued or retrying job dead without running it",
+            _json(_ref("Job"), "dead, error_class discarded"), [_JOB_ID]),
+    }
+
+
+_CONTROL_SCHEMAS = {
+    "BulkControl": {"type": "object", "required": ["action", "matched", "changed"],
+                    "properties": {"action": {"type": "string"}, "matched": {"type": "integer"},
+                                   "changed": {"type": "integer"}}},
+    "Deleted": {"type": "object", "required": ["id", "deleted"],
+                "properties": {"id": {"type": "integer"}, "deleted": {"const": True}}},
+}
 
 
 def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> dict[str, Any]:
@@ -148,7 +193,11 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "job_type": _nullable(_TEXT_FILTER),
                     "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 10000}}},
             ),
-            "/v1/jobs/{job_id}": _get("One job", _json(_ref("Job"), "the job"), [_JOB_ID]),
+            "/v1/jobs/{job_id}": {
+                **_get("One job", _json(_ref("Job"), "the job"), [_JOB_ID]),
+                **_delete("Delete a job in any status but running (409: cancel it first)",
+                          _json(_ref("Deleted"), "deleted"), [_JOB_ID])},
+            **_control_paths(statuses),
             "/v1/jobs/{job_id}/retry": _post("Retry a dead or cancelled job",
                                              _json(_ref("Job"), "queued again"), [_JOB_ID]),
             "/v1/jobs/{job_id}/cancel": _post("Cancel a job (running: via its heartbeat)",
@@ -164,6 +213,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                 **outbox_schemas(_ref),
                 **fleet_schemas(_ref),
                 **gateway_schemas(_ref),
+                **_CONTROL_SCHEMAS,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                     "type": "object", "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},

@@ -28,7 +28,7 @@ from gochatd.errors import (
     NonRetryable,
     RetryAfter,
 )
-from gochatd.model import EnqueueResult, Job, JobFilter, JobStatus, Reply
+from gochatd.model import EnqueueResult, Job, JobFilter, JobSelection, JobStatus, Reply
 from gochatd.new_job import NewJob
 from gochatd.periodic_jobs.specs import periodic
 from gochatd.registry import job
@@ -37,6 +37,6 @@ from gochatd.sync_client import SyncClient
 __version__ = "0.1.0"
 __all__ = [
     "Client", "EnqueueResult", "IdempotencyConflict", "InvalidJob", "InvalidReply", "Job",
-    "JobContext", "JobFilter", "JobStatus", "NewJob", "NonRetryable", "Reply", "RetryAfter",
-    "SyncClient", "job", "periodic", "testing",
+    "JobContext", "JobFilter", "JobSelection", "JobStatus", "NewJob", "NonRetryable", "Reply",
+    "RetryAfter", "SyncClient", "job", "periodic", "testing",
 ]

@@ -65,3 +65,14 @@ for _fn, _name in ((positive_int, "a positive integer"), (positive_float, "a pos
 
 job_id = row_id(1, "a job id")
 after_id = row_id(0, "a job id or 0")
+
+
+def job_ids(text: str) -> tuple[int, ...]:
+    """``--ids 1,2,3``: one or more job ids, comma-separated."""
+    ids = tuple(job_id(part) for part in text.split(","))
+    if not ids:
+        raise ValueError
+    return ids
+
+
+job_ids.__name__ = "a comma-separated list of job ids"

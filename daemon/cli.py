@@ -17,6 +17,7 @@ from gochatd.argtypes import (
     after_id,
     iso_time,
     job_id,
+    job_ids,
     limit,
     nonneg_float,
     positive_float,
@@ -35,7 +36,7 @@ from gochatd.commands.features import (
 from gochatd.commands.jobs import cmd_jobs
 from gochatd.commands.serve import cmd_config, cmd_serve
 from gochatd.errors import GochatdError, UserError
-from gochatd.model import JobStatus
+from gochatd.model import JobAction, JobStatus
 
 #: argparse's message for a value its ``type=`` refused; reworded to read naturally.
 _INVALID_VALUE = re.compile(r"^argument (?P<arg>.+?): invalid (?P<type>.+) value: (?P<value>.*)$",
@@ -131,17 +132,37 @@ def _add_jobs_parser(sub: Any) -> None:
     ls.add_argument("--order", choices=["oldest", "newest"], default="oldest")
     ls.add_argument("--search", help="an id, or text in the type, tenant or payload")
     ls.add_argument("--json", action="store_true")
-    for name in ("show", "retry", "cancel"):
-        p = jobs_sub.add_parser(name)
+    for name in ("show", "retry", "cancel", "delete", "run-now", "discard"):
+        p = jobs_sub.add_parser(name, help=_JOB_CONTROLS.get(name))
         _add_common(p)
         p.add_argument("id", type=job_id)
         if name == "show":
             p.add_argument("--json", action="store_true")
+    _add_jobs_bulk_parser(jobs_sub)
     prune = jobs_sub.add_parser(
         "prune", help="delete finished jobs older than their retention (retention.* config)"
     )
     _add_common(prune)
     prune.add_argument("--dry-run", action="store_true", help="only count what would go")
+
+
+_JOB_CONTROLS = {
+    "delete": "delete a job in any status but running (cancel a running one first)",
+    "run-now": "make a queued or retrying job that is not yet due due now",
+    "discard": "make a queued or retrying job dead without running it",
+}
+
+
+def _add_jobs_bulk_parser(jobs_sub: Any) -> None:
+    bulk = jobs_sub.add_parser(
+        "bulk", help="one control over every job of --ids and/or the filters (at least one)")
+    _add_common(bulk)
+    bulk.add_argument("action", choices=[a.value for a in JobAction] + ["run-now"])
+    bulk.add_argument("--status", choices=[s.value for s in JobStatus])
+    bulk.add_argument("--queue")
+    bulk.add_argument("--type", dest="job_type")
+    bulk.add_argument("--tenant")
+    bulk.add_argument("--ids", type=job_ids, metavar="ID,ID,...")
 
 
 def _add_gateway_parser(sub: Any) -> None:

@@ -1,4 +1,4 @@
-"""The public client: enqueue (one job or a batch), inspect and cancel jobs.
+"""The public client: enqueue (one job or a batch), inspect and control jobs.
 
 Enqueueing is validation, the idempotent insert, then an XADD once the row commits. A failed
 XADD never fails an enqueue: the row is the truth, and the scheduler's sweep re-dispatches
@@ -23,12 +23,23 @@ from typing import Any, Protocol
 
 import anyio
 
+from gochatd import job_controls
 from gochatd.config_fields import DEFAULTS
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import ConfigError, DispatchUnavailable
 from gochatd.group_commit import GroupCommit
+from gochatd.job_controls import CLIENT_ACTOR
 from gochatd.logs import get_logger
-from gochatd.model import DispatchRef, EnqueueRequest, EnqueueResult, Job, JobFilter
+from gochatd.model import (
+    BulkResult,
+    DispatchRef,
+    EnqueueRequest,
+    EnqueueResult,
+    Job,
+    JobAction,
+    JobFilter,
+    JobSelection,
+)
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
 from gochatd.store.presence import require_database_file
@@ -268,16 +279,39 @@ class Client(ClientCore):
         ``InvalidJob`` for a filter value no job can have (``validate_filter``)."""
         return await self._store().list_jobs(validate_filter(flt))
 
-    async def retry(self, job_id: int) -> Job:
+    async def retry(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
         """Retry (requeue) a dead or cancelled job: back to queued, attempts reset
-        (``InvalidTransition`` otherwise). The store calls it ``requeue_job``."""
-        return await self._store().requeue_job(job_id)
+        (``InvalidTransition`` otherwise). The store calls it ``requeue_job``. Each control
+        here logs one ``job_control`` line naming ``actor`` (docs/operations.md)."""
+        return await job_controls.retry(self._store(), job_id, actor=actor)
 
-    async def cancel(self, job_id: int) -> Job:
+    async def cancel(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
         """Cancel a job: a queued or retrying job becomes ``cancelled`` at once; a running one
         gets ``cancel_requested`` and its worker cancels the handler at the next heartbeat.
         Raises ``JobNotFound``, or ``InvalidTransition`` for a finished job."""
-        return await self._store().cancel_job(job_id)
+        return await job_controls.cancel(self._store(), job_id, actor=actor)
+
+    async def delete(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        """Delete a job in any status but running (cancel a running one first); returns the
+        row as it was. Raises ``JobNotFound``, or ``InvalidTransition`` for a running job."""
+        return await job_controls.delete(self._store(), job_id, actor=actor)
+
+    async def run_now(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        """Make a queued or retrying job that is not yet due due now; it is then dispatched
+        like any due job (a job due already is returned unchanged). Raises ``JobNotFound``,
+        or ``InvalidTransition`` for a job in any other status."""
+        return await job_controls.run_now(self._store(), job_id, actor=actor)
+
+    async def discard(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        """Make a queued or retrying job dead without running it (``error_class``
+        ``discarded``). Raises ``JobNotFound``, or ``InvalidTransition`` otherwise."""
+        return await job_controls.discard(self._store(), job_id, actor=actor)
+
+    async def bulk(self, action: JobAction | str, selection: JobSelection, *,
+                   actor: str = CLIENT_ACTOR) -> BulkResult:
+        """One control (``retry``, ``cancel``, ``delete``, ``discard``, ``run_now``) over the
+        jobs of ``selection`` (ids and/or filters; at least one), in bounded batches."""
+        return await job_controls.bulk(self._store(), JobAction(action), selection, actor=actor)
 
 
 class _Publisher:

@@ -12,7 +12,13 @@ Which loop moves a job out of each status:
 - ``retrying``  -> ``running``: claimed again once ``scheduled_at`` is due.
 - ``dead``      -> ``queued``: an operator's manual retry.
 - ``queued`` | ``retrying`` -> ``cancelled``: an operator's cancel.
+- ``queued`` | ``retrying`` -> ``dead``: an operator's discard (``error_class``
+  ``discarded``; the job never runs).
 - ``cancelled`` -> ``queued``: an operator's manual retry.
+
+Two operator controls change no status (docs/operations.md, "Job controls"): run now makes a
+queued or retrying job that is not yet due due now (``scheduled_at``), and delete removes
+the row of a job in any status but ``running`` (cancel a running job first).
 """
 
 from __future__ import annotations
@@ -43,8 +49,8 @@ TERMINAL: frozenset[JobStatus] = frozenset(
 DEFAULT_PRIORITY_AGING_S = 10.0
 
 TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
-    JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED}),
+    JobStatus.QUEUED: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.DEAD}),
+    JobStatus.RETRYING: frozenset({JobStatus.RUNNING, JobStatus.CANCELLED, JobStatus.DEAD}),
     JobStatus.RUNNING: frozenset(
         {JobStatus.COMPLETED, JobStatus.RETRYING, JobStatus.DEAD, JobStatus.CANCELLED}
     ),
@@ -267,3 +273,60 @@ class QueueStats:
     retrying: int = 0
     dead: int = 0
     oldest_due_age_s: float | None = None
+
+
+class JobAction(enum.StrEnum):
+    """An operator's control over one job or a bulk selection (docs/operations.md, "Job
+    controls"); the ``job_control`` log event's ``action``."""
+
+    RETRY = "retry"
+    CANCEL = "cancel"
+    DELETE = "delete"
+    DISCARD = "discard"
+    RUN_NOW = "run_now"
+
+
+#: The statuses each control acts on; its guarded SQL changes only rows still in one of them.
+ACTION_STATUSES: dict[JobAction, frozenset[JobStatus]] = {
+    JobAction.RETRY: frozenset({JobStatus.DEAD, JobStatus.CANCELLED}),
+    JobAction.CANCEL: frozenset({JobStatus.QUEUED, JobStatus.RETRYING, JobStatus.RUNNING}),
+    JobAction.DELETE: frozenset(JobStatus) - {JobStatus.RUNNING},
+    JobAction.DISCARD: CLAIMABLE,
+    JobAction.RUN_NOW: CLAIMABLE,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JobSelection:
+    """The jobs a bulk control acts on: those of ``ids`` (when given) that match every filter
+    given, among the statuses the control acts on. An empty selection is refused (it would
+    take every job): validation.validate_selection."""
+
+    ids: tuple[int, ...] | None = None
+    status: JobStatus | None = None
+    queue: str | None = None
+    job_type: str | None = None
+    tenant_id: str | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return self.ids is None and not self.filters()
+
+    def filters(self) -> dict[str, str]:
+        """The filters given, as the audit line and the admin API name them."""
+        given = {"status": self.status.value if self.status else None, "queue": self.queue,
+                 "job_type": self.job_type, "tenant_id": self.tenant_id}
+        return {k: v for k, v in given.items() if v is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class BulkResult:
+    """``matched``: jobs the selection picked in the statuses the control acts on;
+    ``changed``: those its guarded writes changed (fewer when some moved on meanwhile)."""
+
+    action: JobAction
+    matched: int
+    changed: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action.value, "matched": self.matched, "changed": self.changed}

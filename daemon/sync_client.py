@@ -22,11 +22,13 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+from gochatd import job_controls
 from gochatd.client import INLINE, ClientCore, InlineHook
 from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
-from gochatd.model import EnqueueResult, Job, JobFilter
+from gochatd.job_controls import CLIENT_ACTOR
+from gochatd.model import BulkResult, EnqueueResult, Job, JobAction, JobFilter, JobSelection
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
 from gochatd.store.presence import require_database_file
@@ -173,11 +175,25 @@ class SyncClient(ClientCore):
     def list_jobs(self, flt: JobFilter) -> list[Job]:
         return self._run(self._store.list_jobs(validate_filter(flt)))
 
-    def retry(self, job_id: int) -> Job:
-        return self._run(self._store.requeue_job(job_id))
+    def retry(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        return self._run(job_controls.retry(self._store, job_id, actor=actor))
 
-    def cancel(self, job_id: int) -> Job:
-        return self._run(self._store.cancel_job(job_id))
+    def cancel(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        return self._run(job_controls.cancel(self._store, job_id, actor=actor))
+
+    def delete(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        return self._run(job_controls.delete(self._store, job_id, actor=actor))
+
+    def run_now(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        return self._run(job_controls.run_now(self._store, job_id, actor=actor))
+
+    def discard(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
+        return self._run(job_controls.discard(self._store, job_id, actor=actor))
+
+    def bulk(self, action: JobAction | str, selection: JobSelection, *,
+             actor: str = CLIENT_ACTOR) -> BulkResult:
+        return self._run(job_controls.bulk(self._store, JobAction(action), selection,
+                                           actor=actor))
 
 
 def _inline_hook() -> InlineHook | None:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gochatd.errors import InvalidJob
-from gochatd.model import MAX_SEARCH_CHARS, EnqueueRequest, JobFilter
+from gochatd.model import MAX_SEARCH_CHARS, EnqueueRequest, JobFilter, JobSelection
 from gochatd.new_job import NewJob, as_new_job
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
 
@@ -186,3 +186,30 @@ def _is_text(value: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+#: The largest job id (bigint).
+MAX_JOB_ID = 2**63 - 1
+#: The most ids one bulk control takes (``POST /v1/jobs/bulk``, ``jobs bulk --ids``).
+MAX_BULK_IDS = 10_000
+
+
+def validate_selection(selection: JobSelection, *, filter_rules: bool = True) -> JobSelection:
+    """A bulk control's selection: ids (1..MAX_BULK_IDS positive ids) or at least one filter,
+    each filter by the rules of ``validate_filter`` (unless ``filter_rules`` is False: the
+    admin API, where a filter no job can have matches nothing, as its listing does). An
+    empty selection would take every job, so it is refused: say ``--status`` (or another
+    filter) to mean a whole class."""
+    if selection.ids is not None:
+        if not selection.ids or len(selection.ids) > MAX_BULK_IDS:
+            raise InvalidJob(f"ids: expected 1 to {MAX_BULK_IDS} job ids")
+        if any(isinstance(i, bool) or not isinstance(i, int) or not 1 <= i <= MAX_JOB_ID
+               for i in selection.ids):
+            raise InvalidJob(f"ids: expected job ids (integers in 1..{MAX_JOB_ID})")
+    if selection.is_empty:
+        raise InvalidJob("a bulk control needs ids or at least one filter "
+                         "(status, queue, job_type, tenant_id)")
+    if filter_rules:
+        validate_filter(JobFilter(queue=selection.queue, tenant_id=selection.tenant_id,
+                                  job_type=selection.job_type))
+    return selection

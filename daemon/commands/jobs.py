@@ -1,31 +1,43 @@
-"""``gochatd jobs list|show|retry|cancel|prune``."""
+"""``gochatd jobs list|show|retry|cancel|delete|run-now|discard|bulk|prune``."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from gochatd.client import Client
 from gochatd.commands.common import print_json, public, run_async, settings_from, with_client
 from gochatd.config import Settings
+from gochatd.job_controls import cli_actor
 from gochatd.logs import configure_logging
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
-from gochatd.model import Job, JobFilter, JobStatus
-from gochatd.validation import validate_filter
+from gochatd.model import Job, JobAction, JobFilter, JobSelection, JobStatus
+from gochatd.validation import validate_filter, validate_selection
+
+#: The one-job controls: each logs its job_control audit line (job_controls.py) on stderr.
+_CONTROLS: dict[str, Callable[..., Awaitable[Job]]] = {
+    "retry": Client.retry, "cancel": Client.cancel, "delete": Client.delete,
+    "run-now": Client.run_now, "discard": Client.discard,
+}
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     settings = settings_from(args)
-    configure_logging("warning", "json")
+    command = args.jobs_command
+    # The controls' audit lines are info events; nothing else here logs below a warning.
+    controls = command in _CONTROLS or command == "bulk"
+    configure_logging(settings.log_level if controls else "warning", "json")
 
+    # Refused before any database is opened.
     flt = None
-    if args.jobs_command == "list":  # refused before any database is opened
+    if command == "list":
         flt = validate_filter(JobFilter(
             status=JobStatus(args.status) if args.status else None, queue=args.queue,
             tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
             after_id=args.after_id, newest_first=args.order == "newest", search=args.search,
         ))
+    selection = _selection(args) if command == "bulk" else None
 
     async def run(client: Client) -> int:
         if flt is not None:
@@ -39,11 +51,21 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             return await _show(client, args.id, as_json=args.json)
         if args.jobs_command == "prune":
             return await _prune(client, settings, dry_run=args.dry_run)
-        job = await (client.retry(args.id) if args.jobs_command == "retry" else client.cancel(args.id))
-        print_json(public(job))
+        if selection is not None:
+            action = JobAction(args.action.replace("-", "_"))
+            print_json((await client.bulk(action, selection, actor=cli_actor())).to_dict())
+            return 0
+        job = await _CONTROLS[command](client, args.id, actor=cli_actor())
+        print_json({"id": job.id, "deleted": True} if command == "delete" else public(job))
         return 0
 
     return run_async(lambda: with_client(settings, run))
+
+
+def _selection(args: argparse.Namespace) -> JobSelection:
+    return validate_selection(JobSelection(
+        ids=args.ids, status=JobStatus(args.status) if args.status else None, queue=args.queue,
+        job_type=args.job_type, tenant_id=args.tenant))
 
 
 async def _show(client: Client, job_id: int, *, as_json: bool) -> int:

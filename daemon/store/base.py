@@ -9,13 +9,16 @@ from typing import Protocol
 
 from gochatd.model import (
     AfterCommit,
+    BulkResult,
     ClaimedJob,
     DispatchRef,
     EnqueueRequest,
     EnqueueResult,
     Finish,
     Job,
+    JobAction,
     JobFilter,
+    JobSelection,
     JobStatus,
     Lease,
     LeaseState,
@@ -143,6 +146,27 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         ...
 
     async def cancel_job(self, job_id: int) -> Job: ...
+    async def delete_job(self, job_id: int) -> Job:
+        """An operator's delete: the row of a job in any status but running goes (returned as
+        it was); ``InvalidTransition`` for a running one, ``JobNotFound``."""
+        ...
+
+    async def discard_job(self, job_id: int) -> Job:
+        """An operator's discard: queued or retrying -> dead, ``error_class`` ``discarded``,
+        without running."""
+        ...
+
+    async def run_job_now(self, job_id: int) -> tuple[Job, bool]:
+        """An operator's run now: a queued or retrying job not yet due becomes due now
+        (database clock) and undispatched, so it is dispatched like any due job. The bool:
+        whether this call changed it (False: it was due already)."""
+        ...
+
+    async def control_jobs(self, action: JobAction, selection: JobSelection) -> BulkResult:
+        """A control in bulk, in batches (store/controls.py): how many jobs the selection
+        matched in the statuses the action takes, and how many the guarded writes changed."""
+        ...
+
     async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
     async def count_scheduled_jobs(self) -> int:
         """Queued or retrying jobs not yet due (database clock)."""

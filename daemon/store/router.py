@@ -40,10 +40,11 @@ from gochatd.model import (
 )
 from gochatd.periodic_jobs.slots import SlotClaim
 from gochatd.store.router_base import ROUTES_SCHEMA, ScopedStore, concat, group_by
+from gochatd.store.router_controls import RoutedControls
 from gochatd.store.router_fleet import RoutedFleet
 
 
-class RoutedStore(RoutedFleet):
+class RoutedStore(RoutedFleet, RoutedControls):
     """A ``JobStore`` (see store/base.py for each method's contract)."""
 
     # -- one tenant's writes ---------------------------------------------------------------

@@ -28,6 +28,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.store.controls import SqlControlOps
 from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.route_table import SqlRouteOps
@@ -68,7 +69,8 @@ def page_with(jobs: list[Job], job: Job, flt: JobFilter) -> list[Job]:
     return merged[:flt.limit] if len(jobs) >= flt.limit else merged
 
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlFleetOps):
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
+                  SqlFleetOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:

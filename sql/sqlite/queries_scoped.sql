@@ -485,3 +485,125 @@ LIMIT :limit;
 -- name: running_by_tenant
 SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 GROUP BY tenant_id;
+
+-- ---------------------------------------------------------------------------------------
+-- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
+-- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
+-- statuses its control acts on (model.ACTION_STATUSES): a job that moved on since it was
+-- read (claimed, finished, changed by another operator) is left as it is.
+
+-- name: delete_job
+-- An operator's delete: any status but running (cancel a running job first). The
+-- job's reply_outbox rows stay: replies a completion wrote are messages of their own.
+DELETE FROM background_jobs
+WHERE id = :id AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: discard_job
+-- An operator's discard: a waiting job becomes dead without running.
+UPDATE background_jobs
+SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
+    failed_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status IN ('queued', 'retrying')
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: run_job_now
+-- An operator's run now: a waiting job not yet due becomes due now (database clock),
+-- undispatched, so the scheduler XADDs it or a poller claims it like any due job.
+UPDATE background_jobs
+SET scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: pick_jobs
+-- A bulk control's next batch: ids of jobs in the control's statuses that match the ids
+-- and filter given (NULL: any), past the last batch's id (a keyset: no lock is held
+-- between batches, and each write below touches at most one batch).
+SELECT id FROM background_jobs
+WHERE status IN (SELECT value FROM json_each(:statuses))
+  AND (:ids IS NULL OR id IN (SELECT value FROM json_each(:ids)))
+  AND (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND id > :after_id
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY id
+LIMIT :limit;
+
+-- name: requeue_jobs
+-- Bulk retry: requeue_job for a batch of picked ids.
+UPDATE background_jobs
+SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+    dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('dead', 'cancelled')
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: cancel_waiting_jobs
+-- Bulk cancel, waiting jobs: cancel_waiting_job for a batch.
+UPDATE background_jobs
+SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
+    dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: request_cancel_running_jobs
+-- Bulk cancel, running jobs: request_cancel_running_job for a batch (their workers
+-- cancel the handlers at the next heartbeat).
+UPDATE background_jobs
+SET cancel_requested = 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('running')
+  AND NOT cancel_requested
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: delete_jobs
+-- Bulk delete: delete_job for a batch.
+DELETE FROM background_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: discard_jobs
+-- Bulk discard: discard_job for a batch.
+UPDATE background_jobs
+SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
+    failed_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;
+
+-- name: run_jobs_now
+-- Bulk run now: run_job_now for a batch.
+UPDATE background_jobs
+SET scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id IN (SELECT value FROM json_each(:ids))
+  AND status IN ('queued', 'retrying')
+  AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:status IS NULL OR status = :status)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+RETURNING id;

@@ -87,9 +87,10 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
             served |= {(path, m.lower()) for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
-        # 19 admin operations, 3 of the outbox, 2 of the gateway, GET /v1/tenants and the
-        # fleet dashboard's 6 (throughput, fleet, its 3 requests, job counts).
-        assert len(documented) == 31
+        # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway,
+        # GET /v1/tenants and the fleet dashboard's 6 (throughput, fleet, its 3 requests,
+        # job counts).
+        assert len(documented) == 35
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []

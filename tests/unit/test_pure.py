@@ -79,3 +79,18 @@ def test_stream_entry_parses_reference() -> None:
     ref = StreamEntry("s", "1-0", {"job_id": "42", "job_type": "sys:noop", "queue": "high",
                                    "tenant_id": "t1"}).parse()
     assert ref is not None and ref.job_id == 42 and ref.queue == "high"
+
+
+def test_every_job_control_that_changes_a_status_is_an_edge_of_the_table() -> None:
+    from gochatd.model import ACTION_STATUSES, JobAction
+
+    assert set(ACTION_STATUSES) == set(JobAction)
+    for status in ACTION_STATUSES[JobAction.DISCARD]:
+        assert can_transition(status, JobStatus.DEAD)
+    for status in ACTION_STATUSES[JobAction.RETRY]:
+        assert can_transition(status, JobStatus.QUEUED)
+    for status in ACTION_STATUSES[JobAction.CANCEL] - {JobStatus.RUNNING}:
+        assert can_transition(status, JobStatus.CANCELLED)
+    assert ACTION_STATUSES[JobAction.RUN_NOW] == CLAIMABLE  # no status change: due now
+    assert JobStatus.RUNNING not in ACTION_STATUSES[JobAction.DELETE]  # cancel it first
+    assert not can_transition(JobStatus.COMPLETED, JobStatus.DEAD)
