@@ -799,6 +799,7 @@ DELETE FROM gochatd_daemons WHERE id = %(id)s RETURNING id;
 -- Rows of daemons that stopped without removing theirs (killed, lost), after a while.
 DELETE FROM gochatd_daemons
 WHERE last_heartbeat < now() - make_interval(secs => %(older_than_s)s)
+RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's

@@ -661,6 +661,7 @@ DELETE FROM gochatd_daemons WHERE id = :id RETURNING id;
 -- name: prune_daemons
 DELETE FROM gochatd_daemons
 WHERE last_heartbeat < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
