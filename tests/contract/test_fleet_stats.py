@@ -42,16 +42,22 @@ async def test_counts_add_up_across_flushes_and_daemons(store: JobStore, backend
     async with second_store(backend_url) as other:  # another daemon, the same rows
         await other.add_job_counts([FinishCounts("mail", "mail:send", 2, 0, 1)])
     now = await store.database_now()
-    [total] = await store.job_counts(60, None)
-    assert (total.key, total.completed, total.failed, total.retried) == ("all", 6, 1, 3)
-    assert total.minute.second == 0 and total.minute.microsecond == 0
-    assert 0 <= (now - total.minute).total_seconds() < 60
-    by_queue = {r.key: (r.completed, r.failed, r.retried) for r in await store.job_counts(60, "queue")}
-    assert by_queue == {"mail": (5, 1, 3), "bulk": (1, 0, 0)}
+    rows = await store.job_counts(60, None)  # one minute (two if the flushes straddled one)
+    assert 1 <= len(rows) <= 2 and {r.key for r in rows} == {"all"}
+    assert (sum(r.completed for r in rows), sum(r.failed for r in rows),
+            sum(r.retried for r in rows)) == (6, 1, 3)
+    for row in rows:
+        assert row.minute.second == 0 and row.minute.microsecond == 0
+        assert 0 <= (now - row.minute).total_seconds() < 120
+    by_queue: dict[str, list[int]] = {}
+    for r in await store.job_counts(60, "queue"):
+        sums = by_queue.setdefault(r.key, [0, 0, 0])
+        sums[0], sums[1], sums[2] = sums[0] + r.completed, sums[1] + r.failed, sums[2] + r.retried
+    assert by_queue == {"mail": [5, 1, 3], "bulk": [1, 0, 0]}
     by_type = {r.key for r in await store.job_counts(5, "job_type")}
     assert by_type == {"mail:send", "report:make"}
-    rows = await raw_sql(backend_url, "SELECT count(*) FROM gochatd_job_counts")
-    assert rows[0][0] == 2  # one row per (minute, queue, job type)
+    stored = await raw_sql(backend_url, "SELECT count(*) FROM gochatd_job_counts")
+    assert stored[0][0] in (2, 3)  # one row per (minute, queue, job type): the upsert added
 
 
 async def test_counts_outside_the_window_are_left_out_and_pruned(
