@@ -34,7 +34,7 @@ BEAT_S = 2.0
 #: A daemon whose heartbeat is older than this is shown as not alive.
 ALIVE_S = 5 * BEAT_S
 #: Removing the row on a clean stop gets this long.
-REMOVE_S = 5.0
+REMOVE_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)

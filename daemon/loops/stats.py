@@ -25,7 +25,7 @@ from gochatd.store import JobStore
 #: Between two flushes: a chart's minute may take up to this long to be complete.
 FLUSH_S = 5.0
 #: The last flush on a clean stop gets this long.
-FINAL_FLUSH_S = 5.0
+FINAL_FLUSH_S = 2.0
 
 
 @dataclass(frozen=True, slots=True)
