@@ -227,6 +227,7 @@ def _register_queues(app: QuartTrio, daemon: Control) -> None:
                 "oldest_due_age_s": s.oldest_due_age_s if s else None,
                 "paused": name in paused,
                 "weight": daemon.settings.worker_queues.get(name, 0),
+                "max_running": daemon.settings.worker_queue_limits.get(name),
             })
         return jsonify({"queues": out})
 

@@ -256,7 +256,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "delayed": {"type": "integer"}, "running": {"type": "integer"},
                     "retrying": {"type": "integer"}, "dead": {"type": "integer"},
                     "oldest_due_age_s": {"type": ["number", "null"]},
-                    "paused": {"type": "boolean"}, "weight": {"type": "integer"}}},
+                    "paused": {"type": "boolean"}, "weight": {"type": "integer"},
+                    "max_running": {"type": ["integer", "null"]}}},
                 "JobType": {"type": "object", "required": [
                     "job_type", "queue", "max_attempts", "timeout_s", "updated_at",
                     "published_by"], "properties": {

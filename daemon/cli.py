@@ -116,6 +116,11 @@ def _add_enqueue_args(enq: argparse.ArgumentParser) -> None:
     enq.add_argument("--max-attempts", type=int)
     enq.add_argument("--priority", type=int, default=0)
     enq.add_argument("--traceparent")
+    enq.add_argument("--unique-for", type=nonneg_float, metavar="SECONDS",
+                     help="unique job: return the existing job of the same key while it "
+                          "waits or runs, and for SECONDS after its enqueue (docs/unique-jobs.md)")
+    enq.add_argument("--unique-key", metavar="KEY",
+                     help="unique job's key (default with --unique-for: type and payload)")
 
 
 def _add_jobs_parser(sub: Any) -> None:

@@ -212,10 +212,17 @@ class Client(ClientCore):
         max_attempts: int | None = None,
         priority: int = 0,
         traceparent: str | None = None,
+        unique_for_s: float | None = None,
+        unique_key: str | None = None,
     ) -> Job:
         """Enqueue one job and return its row. Raises ``InvalidJob`` for bad input (nothing
         is written) and ``IdempotencyConflict`` when (tenant_id, idempotency_key) already
         names a different job; the same job again returns the existing row.
+
+        ``unique_key`` / ``unique_for_s``: while a job of the same key (default: the type
+        and payload) is queued, retrying or running, or completed less than
+        ``unique_for_s`` seconds after its enqueue, return that job instead of adding one
+        (docs/unique-jobs.md).
 
         ``queue`` and ``max_attempts`` left out: the handler's, when this process imported
         it; else the values a daemon published for the type when it started; else
@@ -224,7 +231,8 @@ class Client(ClientCore):
         request = self._request(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
-            priority=priority, traceparent=traceparent,
+            priority=priority, traceparent=traceparent, unique_for_s=unique_for_s,
+            unique_key=unique_key,
         )
         # Concurrent callers share one INSERT and one XADD pipeline (group commit).
         result = await self._group.submit(request)

@@ -60,6 +60,7 @@ class Settings:
     worker_id: str = _default("worker_id")
     worker_concurrency: int = _default("worker_concurrency")
     worker_queues: dict[str, int] = field(default_factory=_fresh("worker_queues"))
+    worker_queue_limits: dict[str, int] = field(default_factory=_fresh("worker_queue_limits"))
     worker_strict_priority: bool = _default("worker_strict_priority")
     worker_priority_aging_s: float = _default("worker_priority_aging_s")
     worker_lease_s: float = _default("worker_lease_s")

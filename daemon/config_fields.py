@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from gochatd.config_values import mapping_value
 from gochatd.errors import ConfigError
 from gochatd.gateway.settings import parse_gateway_listen, parse_keys, parse_tenants
 from gochatd.http_handlers import parse_http_handlers
@@ -82,16 +83,52 @@ def _parse_queues(raw: Any) -> dict[str, int]:
 
 
 def _weight(name: str, raw: Any) -> int:
+    return _count("weight", name, raw, 0, 1000)
+
+
+def _count(what: str, name: str, raw: Any, lo: int, hi: int) -> int:
+    """An integer given as a YAML number or as text (``reports=2``), in lo..hi."""
     try:
         if isinstance(raw, bool) or not isinstance(raw, int | str):
             raise ValueError
         value = int(raw.strip() if isinstance(raw, str) else raw)
     except ValueError:
-        raise ValueError(f"weight of {name!r} must be an integer in 0..1000, "
+        raise ValueError(f"{what} of {name!r} must be an integer in {lo}..{hi}, "
                          f"got {str(raw)[:40]!r}") from None
-    if not 0 <= value <= 1000:
-        raise ValueError(f"weight of {name!r} must be an integer in 0..1000, got {value}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what} of {name!r} must be an integer in {lo}..{hi}, got {value}")
     return value
+
+
+#: The highest worker.queue_limits value (as tenants.<id>.max_running's).
+MAX_QUEUE_RUNNING = 100_000
+
+
+def _parse_queue_limits(raw: Any) -> dict[str, int]:
+    """``reports=2,exports=1`` or a YAML mapping (``{reports: 2}``): queue -> the most jobs
+    of it running at once across the fleet. Empty: no queue is capped."""
+    if isinstance(raw, str) and raw.strip().startswith("{"):
+        raw = mapping_value(raw, "a mapping of queue to max running jobs")
+    pairs: list[tuple[Any, Any]] = []
+    if raw is None:
+        pass
+    elif isinstance(raw, Mapping):
+        pairs = list(raw.items())
+    elif isinstance(raw, str):
+        for item in _parse_list(raw):
+            name, sep, limit = item.partition("=")
+            if not sep:
+                raise ValueError(f"expected queue=N items (reports=2,exports=1), got {item[:40]!r}")
+            pairs.append((name.strip(), limit))
+    else:
+        raise ValueError("expected a mapping of queue to max running jobs ({reports: 2}) "
+                         "or reports=2,exports=1")
+    out: dict[str, int] = {}
+    for name, limit in pairs:
+        if not QUEUE_RE.match(str(name)):
+            raise ValueError(f"invalid queue name {str(name)[:70]!r}")
+        out[str(name)] = _count("limit", str(name), limit, 1, MAX_QUEUE_RUNNING)
+    return out
 
 
 def _parse_url(schemes: tuple[str, ...], allow_empty: bool) -> Callable[[Any], str]:
@@ -252,6 +289,8 @@ FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("worker.concurrency", _int, 10, 1, 10000, reloadable=True),
     FieldSpec("worker.queues", _parse_queues, dict(DEFAULT_QUEUE_WEIGHTS), reloadable=True,
               help="queue=weight list; weight 0 pauses reading that queue"),
+    FieldSpec("worker.queue_limits", _parse_queue_limits, {}, reloadable=True,
+              help="queue -> most jobs of it running at once, fleet-wide (reports=2,exports=1)"),
     FieldSpec("worker.strict_priority", _parse_bool, False, reloadable=True,
               help="read queues strictly by weight (queues, not a job's priority)"),
     FieldSpec("worker.priority_aging_s", _float, DEFAULT_PRIORITY_AGING_S, 0.001, 86400,

@@ -31,7 +31,8 @@ Raised by handlers, not by gochatd (plain ``Exception`` subclasses, outside the 
 ``NonRetryable`` makes a job dead at once; ``HandlerFailure`` (and its ``RetryAfter``) names
 the job's ``error_class`` and may ask for a retry delay (the HTTP handlers raise it too);
 ``InvalidReply`` (a ``NonRetryable`` and a ``ValueError``) is what ``ctx.reply`` raises for a
-reply it cannot accept. Not errors of the API either: ``CronError`` (a ``ValueError`` for a
+reply it cannot accept; ``HookFailed`` carries a hook's exception (hooks.py), classified as
+that exception and stored naming the hook. Not errors of the API either: ``CronError`` (a ``ValueError`` for a
 bad schedule, turned into a ``ConfigError`` at load), ``ApiError`` (admin/app.py: an HTTP
 error answer) and ``SysFailError`` (what the built-in ``sys:fail`` handler raises).
 
@@ -128,6 +129,17 @@ class HandlerFailure(Exception):
         self.error_class = error_class
         self.retryable = retryable
         self.retry_after_s = retry_after_s
+
+
+class HookFailed(Exception):
+    """A job hook (``before_job``, ``after_job``, ``middleware``) raised ``error``: the job's
+    failure, retried (or not) as ``error`` would be, with the hook named in ``last_error``."""
+
+    def __init__(self, kind: str, hook: str, error: Exception) -> None:
+        super().__init__(f"{kind} hook {hook} failed: {type(error).__name__}: {error}")
+        self.kind = kind
+        self.hook = hook
+        self.error = error
 
 
 class RetryAfter(HandlerFailure):

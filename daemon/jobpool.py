@@ -2,7 +2,7 @@
 
 It owns the handler slots (a ``CapacityLimiter(worker.concurrency)``), the jobs this daemon
 holds (``ActiveJobs``: running, or waiting for their finish to be written) and the handler
-nursery. The claiming loops (intake, tenant backlog) run inside ``serve`` and call
+nursery. The claiming loops (intake, capped backlog) run inside ``serve`` and call
 ``start_jobs`` with what they claimed; ``serve`` ends with the stop sequence: the claims end,
 in-flight handlers get the grace, the rest are interrupted and unwound, then the finish
 channel's send end is closed by its owner (this pool) so the finisher drains and exits.

@@ -198,15 +198,21 @@ class EnqueueRequest:
     max_attempts: int | None = None
     priority: int = 0
     traceparent: str | None = None
+    #: Unique jobs (docs/unique-jobs.md): the key the job holds within its tenant, and how
+    #: long after its enqueue a completed holder still counts (None: only while waiting or
+    #: running).
+    unique_key: str | None = None
+    unique_for_s: float | None = None
     # Set by the client when it will XADD the row itself right after commit.
     dispatch_now: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class EnqueueResult:
-    """``job`` is the new row (``created``), the existing row of the same idempotency key
-    (not ``created``) or, with ``conflict``, the row that holds the key for a different job
-    type or payload (only ``enqueue_many`` reports that; nothing was written for the item)."""
+    """``job`` is the new row (``created``), the existing row of the same idempotency key or
+    the live holder of the same unique key (not ``created``) or, with ``conflict``, the row
+    that holds the idempotency key for a different job type or payload (only
+    ``enqueue_many`` reports that; nothing was written for the item)."""
 
     job: Job
     created: bool

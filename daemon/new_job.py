@@ -25,6 +25,8 @@ class NewJob:
     max_attempts: int | None = None  # None: as Client.enqueue
     priority: int = 0
     traceparent: str | None = None
+    unique_key: str | None = None  # docs/unique-jobs.md
+    unique_for_s: float | None = None
 
 
 FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(NewJob))

@@ -2,7 +2,7 @@
 
 The weights come from ``worker.queues`` (reloadable); fleet-wide pauses are set by the
 ``pauses`` loop (and the admin API right after a pause). Readers: the intake, the
-scheduler and sweep, the tenant backlog.
+scheduler and sweep, the capped backlog.
 """
 
 from __future__ import annotations

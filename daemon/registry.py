@@ -17,6 +17,7 @@ from gochatd.runtimes import adapt, check_runtime
 
 if TYPE_CHECKING:
     from gochatd.context import JobContext
+    from gochatd.hooks import Layer
 
 Handler = Callable[["JobContext"], Awaitable[None]]
 F = TypeVar("F", bound=Callable[..., object])
@@ -49,9 +50,14 @@ def handler_spec(
 class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, HandlerSpec] = {}
+        #: The hooks around every job (hooks.py), outermost first; empty: none run.
+        self.layers: tuple[Layer, ...] = ()
 
     def add(self, spec: HandlerSpec) -> None:
         self._specs[spec.job_type] = spec
+
+    def add_layer(self, layer: Layer) -> None:
+        self.layers = (*self.layers, layer)
 
     def get(self, job_type: str) -> HandlerSpec | None:
         return self._specs.get(job_type)

@@ -17,7 +17,8 @@ from structlog.typing import FilteringBoundLogger
 
 from gochatd.context import JobContext
 from gochatd.dispatch.entries import StreamEntry
-from gochatd.errors import HandlerFailure, NonRetryable
+from gochatd.errors import HandlerFailure, HookFailed, NonRetryable
+from gochatd.hooks import run_layers
 from gochatd.logs import get_logger
 from gochatd.model import ClaimedJob, Finish, Outcome, Reply
 from gochatd.redact import redact_error
@@ -76,7 +77,10 @@ async def execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> F
     active.scope.deadline = started + timeout_s
     with active.scope:
         try:
-            await spec.fn(ctx)
+            if registry.layers:  # hooks (hooks.py), in the job's scope like the handler
+                await run_layers(registry.layers, spec.fn, ctx)
+            else:
+                await spec.fn(ctx)
         except Exception as exc:
             error = exc
     active.handler_done = True
@@ -157,9 +161,11 @@ def _failed(claimed: ClaimedJob, policy: RunPolicy, log: FilteringBoundLogger,
         error_class, retryable, message = "timeout", True, timed_out
     else:
         assert error is not None
+        message = f"{type(error).__name__}: {error}"
+        if isinstance(error, HookFailed):  # classified as what the hook raised
+            message, error = str(error), error.error
         retryable = not isinstance(error, NonRetryable)
         error_class = "non_retryable" if not retryable else type(error).__name__
-        message = f"{type(error).__name__}: {error}"
         if isinstance(error, HandlerFailure):
             retryable, error_class, requested_s = error.retryable, error.error_class, error.retry_after_s
     delay_s = (

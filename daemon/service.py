@@ -21,7 +21,7 @@
      ├── admin           hypercorn + quart-trio (unless off)          admin/server.py
      └── job pool        handler nursery, CapacityLimiter(concurrency) jobpool.py
           ├── intake         stream consumer | database poller     loops/intake.py
-          ├── tenant backlog capped tenants' jobs (streams mode)    loops/tenant_backlog.py
+          ├── capped backlog capped tenants' and queues' jobs      loops/capped_backlog.py
           └── job-<id>       one runner per claimed job            runner.py
 
 A job is claimed in ``loops/intake.py``, run in ``jobpool.py`` (through ``runner.py``) and
@@ -59,6 +59,7 @@ from gochatd.job_types import publish_handlers
 from gochatd.jobpool import ActiveJobs, FinishOutcomes, JobPool
 from gochatd.lifecycle import STOP_NOW_S, Lifecycle, State
 from gochatd.logs import get_logger
+from gochatd.loops.capped_backlog import BacklogConfig, CappedBacklog
 from gochatd.loops.finish import Finisher
 from gochatd.loops.fleet import FleetBeat
 from gochatd.loops.heartbeat import Heartbeat
@@ -69,7 +70,6 @@ from gochatd.loops.reap import ReapConfig, Reaper
 from gochatd.loops.retention import Retention, RetentionPolicy
 from gochatd.loops.schedule import ScheduleConfig, Scheduler
 from gochatd.loops.stats import StatsFlusher
-from gochatd.loops.tenant_backlog import BacklogConfig, TenantBacklog
 from gochatd.loops.watchdog import Watchdog
 from gochatd.metrics import Metrics
 from gochatd.migrate.follower import RouteFollower
@@ -205,7 +205,7 @@ class Worker:
                              streams=self.streams, pool=self.pool, queues=self.queues,
                              lifecycle=self.lifecycle, wakeups=wakeups, counters=counters,
                              worker_id=wid)
-        self.tenant_backlog = TenantBacklog(
+        self.capped_backlog = CappedBacklog(
             BacklogConfig.from_settings(settings), store=store, pool=self.pool,
             queues=self.queues, lifecycle=self.lifecycle, worker_id=wid, counters=counters)
 
@@ -224,6 +224,7 @@ class Worker:
                               self._run_policy(settings))
         self.queues.reconfigure(settings)
         self.store.tenant_limits = max_running_limits(settings.tenants)
+        self.store.queue_limits = settings.worker_queue_limits
         self.store.priority_aging_s = settings.worker_priority_aging_s
         if self.gateway is not None:
             self.gateway.apply(settings)
@@ -231,7 +232,7 @@ class Worker:
             self.streams.block_s = settings.worker_redis_block_timeout_s
         loops: tuple[Reconfigurable | None, ...] = (
             self.reaper, self.retention, self.scheduler, self.outbox, self.intake,
-            self.tenant_backlog)
+            self.capped_backlog)
         for loop in loops:
             if loop is not None:
                 loop.reconfigure(settings)
@@ -346,7 +347,7 @@ class Worker:
                 for loop in self._root_loops():
                     await root.start(loop)
                 await self._start_servers(root)
-                await self.pool.serve([self.intake.run, self.tenant_backlog.run])
+                await self.pool.serve([self.intake.run, self.capped_backlog.run])
                 written_back = await self._stop_rest(root)
             if written_back and not self.counters["forced_stop"]:  # the last counts; this
                 await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)

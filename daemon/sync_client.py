@@ -134,6 +134,8 @@ class SyncClient(ClientCore):
         max_attempts: int | None = None,
         priority: int = 0,
         traceparent: str | None = None,
+        unique_for_s: float | None = None,
+        unique_key: str | None = None,
     ) -> Job:
         """Enqueue one job and return its row (``Client.enqueue``): ``InvalidJob`` for bad
         input, ``IdempotencyConflict`` when the key names a different job."""
@@ -141,7 +143,8 @@ class SyncClient(ClientCore):
         request = self._request(
             job_type, payload, queue=queue, tenant_id=tenant_id, idempotency_key=idempotency_key,
             scheduled_at=scheduled_at, delay_s=delay_s, max_attempts=max_attempts,
-            priority=priority, traceparent=traceparent,
+            priority=priority, traceparent=traceparent, unique_for_s=unique_for_s,
+            unique_key=unique_key,
         )
         publisher = self._publisher()
         result = self._run(self._store.enqueue(request, after_commit=publisher))

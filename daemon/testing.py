@@ -14,9 +14,8 @@ outcome is appended to ``run.outcomes``. See docs/testing.md.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -54,7 +53,8 @@ class JobOutcome:
     error_class: str | None = None
     #: The error as the daemon stores it in ``last_error`` (redacted).
     error: str | None = None
-    #: The exception the handler raised, as raised (None for a timeout or a success).
+    #: The exception the handler raised, as raised, or a hook's ``HookFailed`` (None for a
+    #: timeout or a success).
     exception: Exception | None = None
     #: Replies buffered by ``ctx.reply``; written only with a completion.
     replies: tuple[Reply, ...] = ()
@@ -138,7 +138,7 @@ async def _execute(claimed: ClaimedJob, registry: Registry,
     raised: list[Exception] = []
     spec = registry.get(claimed.job.job_type)
     if spec is not None:
-        registry = _recording(spec, raised)
+        registry = _recording(spec, raised, registry)
     async with _asyncio_loop(spec):
         finish = await execute(ActiveJob(claimed, None), registry, policy)
     assert finish is not None, "only a lost lease writes nothing, and these runs hold theirs"
@@ -163,20 +163,21 @@ def _current_aio_loop() -> object | None:
     return loop
 
 
-def _recording(spec: HandlerSpec, raised: list[Exception]) -> Registry:
-    """A one-type registry whose handler notes what the real one raised, then re-raises it
-    (so the runner classifies the very same exception)."""
-    inner = spec.fn
+def _recording(spec: HandlerSpec, raised: list[Exception], hooks: Registry) -> Registry:
+    """A one-type registry with ``hooks``' layers whose outermost layer notes what the job
+    raised (the handler's exception, or a hook's ``HookFailed``), then re-raises it (so the
+    runner classifies the very same exception)."""
 
-    async def recorded(ctx: Any) -> None:
+    async def recorded(ctx: Any, call_next: Callable[[], Awaitable[None]]) -> None:
         try:
-            await inner(ctx)
+            await call_next()
         except Exception as exc:
             raised.append(exc)
             raise
 
     registry = Registry()
-    registry.add(dataclasses.replace(spec, fn=recorded))
+    registry.add(spec)
+    registry.layers = (recorded, *hooks.layers)
     return registry
 
 

@@ -4,6 +4,7 @@ names the field it refuses; the client, the gateway and the periodic enqueuer sh
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -19,6 +20,8 @@ from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$")
 #: The most items one ``enqueue_many`` call takes (one INSERT); split larger batches.
 MAX_BATCH = 10_000
+#: The longest window a unique job may ask for (unique_for_s).
+MAX_UNIQUE_FOR_S = 30 * 86400
 _FIELD_MESSAGE = re.compile(r"^(\w+): ")
 #: canonical_json's form, refusing NaN and Infinity (not JSON) in the same pass. Built once:
 #: json.dumps with options builds a new encoder on every call.
@@ -41,6 +44,8 @@ def validate_enqueue(
     traceparent: str | None,
     max_payload_bytes: int,
     dispatch_now: bool = False,
+    unique_key: str | None = None,
+    unique_for_s: float | None = None,
 ) -> EnqueueRequest:
     """Refuse bad input before anything is written. Every message names the field."""
     if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
@@ -56,6 +61,8 @@ def validate_enqueue(
     _check_when(scheduled_at, delay_s)
     attempts = max_attempts if max_attempts is not None else (spec.max_attempts if spec else None)
     _check_run_fields(attempts, priority, traceparent)
+    if unique_key is not None or unique_for_s is not None:
+        unique_key = _unique_key(job_type, payload, unique_key, unique_for_s)
     return EnqueueRequest(
         job_type=job_type,
         payload=payload,
@@ -68,7 +75,27 @@ def validate_enqueue(
         priority=priority,
         traceparent=traceparent,
         dispatch_now=dispatch_now,
+        unique_key=unique_key,
+        unique_for_s=float(unique_for_s) if unique_for_s is not None else None,
     )
+
+
+def _unique_key(job_type: str, payload: dict[str, Any], unique_key: str | None,
+                unique_for_s: float | None) -> str:
+    """The key a unique job holds: the one given, else ``<job_type>:<sha256 of the
+    payload's canonical JSON>`` (docs/unique-jobs.md, which plain SQL producers follow)."""
+    if unique_for_s is not None and (
+        isinstance(unique_for_s, bool) or not isinstance(unique_for_s, int | float)
+        or not math.isfinite(unique_for_s) or not 0 <= unique_for_s <= MAX_UNIQUE_FOR_S
+    ):
+        raise InvalidJob(f"unique_for_s: expected 0 to {MAX_UNIQUE_FOR_S} seconds (30 days)")
+    if unique_key is None:
+        digest = hashlib.sha256(_STRICT_CANONICAL.encode(payload).encode("utf-8")).hexdigest()
+        return f"{job_type}:{digest}"
+    if not isinstance(unique_key, str) or not 1 <= len(unique_key) <= 512 or not _is_text(
+            unique_key) or "\x00" in unique_key:
+        raise InvalidJob("unique_key: expected 1-512 characters of text")
+    return unique_key
 
 
 def _checked_payload(payload: Any, max_payload_bytes: int) -> dict[str, Any]:
@@ -146,7 +173,8 @@ def validate_batch(
                 idempotency_key=new.idempotency_key, scheduled_at=new.scheduled_at,
                 delay_s=new.delay_s, max_attempts=new.max_attempts, priority=new.priority,
                 traceparent=new.traceparent, max_payload_bytes=max_payload_bytes,
-                dispatch_now=dispatch_now,
+                dispatch_now=dispatch_now, unique_key=new.unique_key,
+                unique_for_s=new.unique_for_s,
             ))
         except InvalidJob as exc:
             message = str(exc)

@@ -31,6 +31,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
         "queue": args.queue, "tenant_id": args.tenant, "idempotency_key": args.idempotency_key,
         "delay_s": args.delay, "scheduled_at": args.at, "max_attempts": args.max_attempts,
         "priority": args.priority, "traceparent": args.traceparent,
+        "unique_for_s": args.unique_for, "unique_key": args.unique_key,
     }
     # Bad input is named before any database is looked for.
     validate_enqueue(args.job_type, payload, **fields,

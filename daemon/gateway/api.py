@@ -165,7 +165,7 @@ def _new_job(job: EnqueueRequest) -> NewJob:
         job_type=job.job_type, payload=job.payload, queue=job.queue, tenant_id=job.tenant_id,
         idempotency_key=job.idempotency_key, scheduled_at=job.scheduled_at,
         delay_s=job.delay_s, max_attempts=job.max_attempts, priority=job.priority,
-        traceparent=job.traceparent,
+        traceparent=job.traceparent, unique_key=job.unique_key, unique_for_s=job.unique_for_s,
     )
 
 

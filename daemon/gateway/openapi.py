@@ -31,6 +31,10 @@ def _job_properties(ref: Any) -> dict[str, Any]:
         "priority": _nullable({"type": "integer", "minimum": -1000, "maximum": 1000}),
         "traceparent": _nullable({
             "type": "string", "pattern": "^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"}),
+        # Unique jobs (docs/unique-jobs.md).
+        "unique_for_s": _nullable({"type": "number", "minimum": 0, "maximum": 30 * 86400}),
+        "unique_key": _nullable({"type": "string", "minLength": 1, "maxLength": 512,
+                                 "pattern": _NO_NUL}),
     }
 
 

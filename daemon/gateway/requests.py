@@ -20,7 +20,7 @@ from gochatd.model import EnqueueRequest
 
 JOB_FIELDS = frozenset({
     "job_type", "payload", "queue", "delay_s", "scheduled_at", "max_attempts", "priority",
-    "traceparent",
+    "traceparent", "unique_for_s", "unique_key",
 })
 BATCH_ITEM_FIELDS = JOB_FIELDS | {"idempotency_key"}
 MAX_BATCH = 1000
@@ -63,12 +63,14 @@ def parse_job(
     priority = _optional(body, "priority", int)
     delay_s = _optional(body, "delay_s", float)
     scheduled_at = _time(body.get("scheduled_at"))
+    unique_for_s = _optional(body, "unique_for_s", float)
+    unique_key = _optional(body, "unique_key", str)
     return validate_enqueue(
         body["job_type"], body.get("payload"), queue=queue, tenant_id=tenant_id,
         idempotency_key=idempotency_key, scheduled_at=scheduled_at,
         delay_s=float(delay_s) if delay_s is not None else None, max_attempts=max_attempts,
         priority=priority if priority is not None else 0, traceparent=traceparent,
-        max_payload_bytes=max_payload_bytes,
+        max_payload_bytes=max_payload_bytes, unique_for_s=unique_for_s, unique_key=unique_key,
     )
 
 

@@ -45,10 +45,11 @@ BACKGROUND_JOBS = Table(
         "max_attempts", "scheduled_at", "idempotency_key", "locked_by", "locked_at",
         "last_error", "error_class", "failed_at", "completed_at", "created_at", "updated_at",
         "fence", "lease_expires_at", "dispatched_at", "traceparent", "cancel_requested",
+        "unique_key", "unique_until",
     ),
     timestamps=frozenset({
         "scheduled_at", "locked_at", "failed_at", "completed_at", "created_at", "updated_at",
-        "lease_expires_at", "dispatched_at",
+        "lease_expires_at", "dispatched_at", "unique_until",
     }),
     json_columns=frozenset({"payload"}),
     booleans=frozenset({"cancel_requested"}),

@@ -40,6 +40,9 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     #: tenants.<id>.max_running: both claim paths cap each tenant's running jobs, fleet-wide.
     #: Empty (the default): the plain claim queries run, as fast as without tenants.
     tenant_limits: dict[str, int]
+    #: worker.queue_limits: both claim paths cap each queue's running jobs, fleet-wide, and
+    #: a job must fit its tenant's cap too. Empty (the default): nothing changes.
+    queue_limits: dict[str, int]
     #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds
     #: (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
@@ -198,11 +201,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     async def resume_queue(self, queue: str) -> bool: ...
     async def paused_queues(self) -> set[str]: ...
     async def queue_stats(self) -> list[QueueStats]: ...
-    async def claim_tenant_backlog(
+    async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
-        """Streams mode with tenant limits: claim due jobs of limited tenants below their cap
-        (their refused stream entries were acked)."""
+        """Streams mode with tenant or queue caps: claim due jobs of capped tenants and
+        queues below their cap (their refused stream entries were acked)."""
         ...
 
     async def running_by_tenant(self) -> dict[str, int]:

@@ -30,6 +30,7 @@ from gochatd.store.rows import (
     job_from_row,
     same_job,
 )
+from gochatd.store.unique import enqueue_unique
 
 PG = load_queries("postgres")
 SQLITE = load_queries("sqlite")
@@ -64,16 +65,49 @@ def _pg_insert_params(
     return {"items": json.dumps(rows, allow_nan=False), "dispatch_now": dispatch_now}
 
 
+def pg_enqueue_params(request: EnqueueRequest) -> dict[str, Any]:
+    """enqueue_job's parameters for one request."""
+    return {
+        "tenant_id": request.tenant_id,
+        "job_type": request.job_type,
+        "queue": request.queue,
+        "payload": canonical_json(request.payload),
+        "priority": request.priority,
+        "max_attempts": request.max_attempts,
+        "scheduled_at": request.scheduled_at,
+        "delay_s": float(request.delay_s or 0.0),
+        "idempotency_key": request.idempotency_key,
+        "traceparent": request.traceparent,
+        "dispatch_now": request.dispatch_now,
+    }
+
+
 def pg_enqueue_many(
     conn: Connection[Any], requests: Sequence[EnqueueRequest], raise_on_conflict: bool
 ) -> list[EnqueueResult]:
     """Connection thread, inside a transaction: one INSERT for the batch, then one SELECT for the
-    items whose key was already taken."""
+    items whose key was already taken. Unique jobs (docs/unique-jobs.md) are written after
+    the others, one by one in item order (one round trip or more each)."""
     # The client asks for dispatch per batch; a mixed batch dispatches none up front (the
     # scheduler XADDs them instead).
     dispatch_now = all(r.dispatch_now for r in requests)
     results: list[EnqueueResult | None] = [None] * len(requests)
-    pending = list(range(len(requests)))
+    plain = [i for i, r in enumerate(requests) if r.unique_key is None]
+    if plain:
+        _pg_insert_batch(conn, requests, plain, results, dispatch_now, raise_on_conflict)
+    if len(plain) < len(requests):
+        for index, request in enumerate(requests):
+            if request.unique_key is not None:
+                results[index] = _pg_unique(conn, request, index, dispatch_now,
+                                            raise_on_conflict)
+    return _complete(results)
+
+
+def _pg_insert_batch(conn: Connection[Any], requests: Sequence[EnqueueRequest],
+                     pending: list[int], results: list[EnqueueResult | None],
+                     dispatch_now: bool, raise_on_conflict: bool) -> None:
+    """The items at ``pending`` in one INSERT (and one SELECT for those whose idempotency key
+    was taken), their results written into ``results``."""
     for _ in range(ATTEMPTS):
         cur = conn.execute(
             PG["enqueue_jobs"], _pg_insert_params(requests, pending, dispatch_now)
@@ -103,7 +137,16 @@ def pg_enqueue_many(
         pending = [i for i in missing if results[i] is None]
         if not pending:
             break
-    return _complete(results)
+
+
+def _pg_unique(conn: Connection[Any], request: EnqueueRequest, index: int,
+               dispatch_now: bool, raise_on_conflict: bool) -> EnqueueResult:
+    params = {**pg_enqueue_params(request), "dispatch_now": dispatch_now}
+    result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), PG, request, params,
+                            job_from_row)
+    if result.conflict and raise_on_conflict:
+        raise _conflict(request, result.job, index)
+    return result
 
 
 def _inserted_job(
@@ -163,6 +206,13 @@ def sqlite_enqueue_many(
     try:
         for index, request in enumerate(requests):
             params = sqlite_enqueue_params(request)
+            if request.unique_key is not None:
+                result = enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), SQLITE,
+                                        request, params, to_job)
+                if result.conflict and raise_on_conflict:
+                    raise _conflict(request, result.job, index)
+                results.append(result)
+                continue
             row = conn.execute(insert, params).fetchone()
             if row is not None:
                 results.append(EnqueueResult(

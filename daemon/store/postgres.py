@@ -30,13 +30,14 @@ from gochatd.model import (
 from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
-from gochatd.store.enqueue_many import pg_enqueue_many
+from gochatd.store.capped_claims import pg_claim_capped
+from gochatd.store.enqueue_many import pg_enqueue_many, pg_enqueue_params
 from gochatd.store.pg_connect import behind_pooler, connect
 from gochatd.store.pg_threads import Listener, connection_pool, listen_connection
 from gochatd.store.queries import load_queries
-from gochatd.store.rows import canonical_json, job_from_row, same_job
+from gochatd.store.rows import job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
-from gochatd.store.tenant_claims import pg_claim_limited
+from gochatd.store.unique import enqueue_unique
 from gochatd.store.upgrade import upgrade_postgres
 
 Q = load_queries("postgres")
@@ -224,19 +225,7 @@ class PostgresStore(SqlJobStore):
     async def enqueue(
         self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
     ) -> EnqueueResult:
-        params = {
-            "tenant_id": request.tenant_id,
-            "job_type": request.job_type,
-            "queue": request.queue,
-            "payload": canonical_json(request.payload),
-            "priority": request.priority,
-            "max_attempts": request.max_attempts,
-            "scheduled_at": request.scheduled_at,
-            "delay_s": float(request.delay_s or 0.0),
-            "idempotency_key": request.idempotency_key,
-            "traceparent": request.traceparent,
-            "dispatch_now": request.dispatch_now,
-        }
+        params = pg_enqueue_params(request)
 
         def _enqueue(conn: psycopg.Connection[Any]) -> EnqueueResult:
             result = _insert(conn)
@@ -245,6 +234,8 @@ class PostgresStore(SqlJobStore):
             return result
 
         def _insert(conn: psycopg.Connection[Any]) -> EnqueueResult:
+            if request.unique_key is not None:
+                return _unique(conn)
             for _ in range(3):  # the existing row may vanish between the two statements
                 row = self._execute(conn, Q["enqueue_job"], params).fetchone()
                 if row is not None:
@@ -258,6 +249,15 @@ class PostgresStore(SqlJobStore):
                     raise IdempotencyConflict(request.tenant_id, request.idempotency_key, job.id)
                 return EnqueueResult(job, created=False)
             raise StoreUnavailable("enqueue raced with deletion three times")
+
+        def _unique(conn: psycopg.Connection[Any]) -> EnqueueResult:
+            result = enqueue_unique(lambda q, p: self._execute(conn, q, dict(p)).fetchone(),
+                                    Q, request, params, job_from_row)
+            if result.conflict:
+                assert request.idempotency_key is not None
+                raise IdempotencyConflict(request.tenant_id, request.idempotency_key,
+                                          result.job.id)
+            return result
 
         return await self._call(_enqueue)
 
@@ -294,8 +294,8 @@ class PostgresStore(SqlJobStore):
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        if self.tenant_limits:
-            return await self._claim_limited(None, queues, limit, owner, lease_s)
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(None, queues, limit, owner, lease_s)
         queries, aging_s = self._queries, self.priority_aging_s
         query = queries.sql["claim_due_jobs"]
 
@@ -313,16 +313,16 @@ class PostgresStore(SqlJobStore):
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 
-    async def _claim_limited(
+    async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits, queries = dict(self.tenant_limits), self._queries
+        caps, queries = self._caps(), self._queries
         aging_s = self.priority_aging_s
 
         def _claim(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
-            return pg_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                    backlog=backlog, queries=queries, aging_s=aging_s)
+            return pg_claim_capped(conn, caps, ids, queues, limit, owner, lease_s,
+                                   backlog=backlog, queries=queries, aging_s=aging_s)
 
         return [self._claimed(r, owner) for r in await self._call(_claim)]
 

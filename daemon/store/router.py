@@ -173,14 +173,14 @@ class RoutedStore(RoutedFleet, RoutedControls):
                                                       lease_s))
         return claimed
 
-    async def claim_tenant_backlog(
+    async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
         claimed: list[ClaimedJob] = []
         for store in self._active():
             if len(claimed) >= limit:
                 break
-            claimed.extend(await store.claim_tenant_backlog(queues, limit - len(claimed),
+            claimed.extend(await store.claim_capped_backlog(queues, limit - len(claimed),
                                                             owner, lease_s))
         return claimed
 

@@ -63,6 +63,7 @@ class RouterBase:
         self.hold_s = hold_s
         self._routing = False  # the home schema has a route table
         self._limits: dict[str, int] = {}
+        self._queue_limits: dict[str, int] = {}
         self._aging_s = DEFAULT_PRIORITY_AGING_S
         self._refresh_lock = anyio.Lock()
         #: What this process published (a daemon: its handlers), again into each
@@ -84,6 +85,16 @@ class RouterBase:
         self._limits = limits
         for store in self._all_stores():
             store.tenant_limits = limits
+
+    @property
+    def queue_limits(self) -> dict[str, int]:
+        return self._queue_limits
+
+    @queue_limits.setter
+    def queue_limits(self, limits: dict[str, int]) -> None:
+        self._queue_limits = limits
+        for store in self._all_stores():
+            store.queue_limits = limits
 
     @property
     def priority_aging_s(self) -> float:
@@ -121,6 +132,7 @@ class RouterBase:
                     await store.close()
                     raise
                 store.tenant_limits = self._limits
+                store.queue_limits = self._queue_limits
                 store.priority_aging_s = self._aging_s
                 self._destinations[url] = store
                 say("route_destination_opened", destination=mask_url(url))

@@ -28,6 +28,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.store.capped_claims import Caps
 from gochatd.store.controls import SqlControlOps
 from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
@@ -101,8 +102,10 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         job = self._job(row)
         return ClaimedJob(job=job, lease_owner=owner, fence=job.fence)
 
-    #: tenants.<id>.max_running, set by the worker; empty: the plain claims run unchanged.
+    #: tenants.<id>.max_running and worker.queue_limits, set by the worker; both empty: the
+    #: plain claims run unchanged.
     tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
+    queue_limits: dict[str, int] = {}  # likewise
     #: worker.priority_aging_s, set by the worker (docs/priority.md).
     priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
     #: The queries this store runs now: the plain set while it serves every tenant, the
@@ -124,12 +127,15 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         self._scope = ALL
         self._queries = query_set(self.dialect, ALL)
 
-    async def _claim_limited(
+    async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        """Both claim paths while some tenant has max_running (store/tenant_claims.py)."""
+        """Both claim paths while some tenant or queue has a cap (store/capped_claims.py)."""
         raise NotImplementedError
+
+    def _caps(self) -> Caps:
+        return Caps(self.tenant_limits, self.queue_limits)
 
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float,
@@ -139,12 +145,12 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         ``dispatched_only``: only jobs that were given a stream entry (the streams claim)."""
         raise NotImplementedError
 
-    async def claim_tenant_backlog(
+    async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
     ) -> list[ClaimedJob]:
-        if not self.tenant_limits or limit <= 0 or not queues:
+        if not (self.tenant_limits or self.queue_limits) or limit <= 0 or not queues:
             return []
-        return await self._claim_limited(None, queues, limit, owner, lease_s, backlog=True)
+        return await self._claim_capped(None, queues, limit, owner, lease_s, backlog=True)
 
     async def running_by_tenant(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in await self._read("running_by_tenant", {})}
@@ -152,8 +158,8 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
     async def claim_jobs(self, ids: Sequence[int], owner: str, lease_s: float) -> list[ClaimedJob]:
         if not ids:
             return []
-        if self.tenant_limits:
-            return await self._claim_limited(ids, (), len(ids), owner, lease_s)
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(ids, (), len(ids), owner, lease_s)
         rows = await self._write(
             "claim_jobs", {"ids": self._list(list(ids)), "owner": owner, "lease_s": lease_s}
         )
@@ -164,8 +170,8 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
     ) -> list[ClaimedJob]:
         ids = [job_id for queue_ids in delivered.values() for job_id in queue_ids
                if job_id is not None]
-        if self.tenant_limits:
-            return await self._claim_limited(ids, (), len(ids), owner, lease_s) if ids else []
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(ids, (), len(ids), owner, lease_s) if ids else []
         claimed: list[ClaimedJob] = []
         if ids:
             rows = await self._write("claim_delivered_jobs", {

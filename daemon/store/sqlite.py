@@ -36,11 +36,12 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, sqlite_claim_periodic_slot
+from gochatd.store.capped_claims import sqlite_claim_capped
 from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_params
 from gochatd.store.queries import load_queries
 from gochatd.store.rows import epoch_to_datetime, job_from_row, same_job
 from gochatd.store.sql_store import SqlJobStore
-from gochatd.store.tenant_claims import sqlite_claim_limited
+from gochatd.store.unique import enqueue_unique
 from gochatd.store.upgrade import upgrade_sqlite
 
 Q = load_queries("sqlite")
@@ -194,21 +195,27 @@ class SqliteStore(SqlJobStore):
     ) -> EnqueueResult:
         params = sqlite_enqueue_params(request)
 
+        def _insert(conn: sqlite3.Connection) -> EnqueueResult:
+            """Inside the write transaction: the new row, or the one holding its key."""
+            if request.unique_key is not None:
+                return enqueue_unique(lambda q, p: conn.execute(q, p).fetchone(), Q,
+                                      request, params, self._job)
+            row = conn.execute(Q["enqueue_job"], params).fetchone()
+            if row is not None:
+                return EnqueueResult(self._job(row), created=True)
+            job = self._job(conn.execute(Q["find_idempotent_job"], params).fetchone())
+            return EnqueueResult(job, created=False,
+                                 conflict=not same_job(job, request.job_type, request.payload))
+
         def _enqueue(conn: sqlite3.Connection) -> EnqueueResult:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                row = conn.execute(Q["enqueue_job"], params).fetchone()
-                if row is not None:
-                    result = EnqueueResult(self._job(row), created=True)
-                else:
-                    row = conn.execute(Q["find_idempotent_job"], params).fetchone()
-                    job = self._job(row)
-                    if not same_job(job, request.job_type, request.payload):
-                        assert request.idempotency_key is not None
-                        raise IdempotencyConflict(
-                            request.tenant_id, request.idempotency_key, job.id
-                        )
-                    result = EnqueueResult(job, created=False)
+                result = _insert(conn)
+                if result.conflict:
+                    assert request.idempotency_key is not None
+                    raise IdempotencyConflict(
+                        request.tenant_id, request.idempotency_key, result.job.id
+                    )
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -249,8 +256,8 @@ class SqliteStore(SqlJobStore):
     ) -> list[ClaimedJob]:
         if limit <= 0 or not queues:
             return []
-        if self.tenant_limits:
-            return await self._claim_limited(None, queues, limit, owner, lease_s)
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(None, queues, limit, owner, lease_s)
         queries, aging_s = self._queries, self.priority_aging_s
         query = queries.sql["claim_due_jobs"]
 
@@ -275,15 +282,15 @@ class SqliteStore(SqlJobStore):
 
         return [self._claimed(r, owner) for r in await self._run(_claim)]
 
-    async def _claim_limited(
+    async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
-        limits, queries = dict(self.tenant_limits), self._queries
+        caps, queries = self._caps(), self._queries
         aging_s = self.priority_aging_s
         rows = await self._run(
-            lambda conn: sqlite_claim_limited(conn, limits, ids, queues, limit, owner, lease_s,
-                                              backlog=backlog, queries=queries, aging_s=aging_s)
+            lambda conn: sqlite_claim_capped(conn, caps, ids, queues, limit, owner, lease_s,
+                                             backlog=backlog, queries=queries, aging_s=aging_s)
         )
         return [self._claimed(r, owner) for r in rows]
 

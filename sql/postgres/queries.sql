@@ -37,6 +37,54 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 FROM background_jobs
 WHERE tenant_id = %(tenant_id)s AND idempotency_key = %(idempotency_key)s;
 
+-- name: enqueue_unique_job
+-- enqueue_job for a job with a unique key (docs/unique-jobs.md); jobs without one keep
+-- enqueue_job. Any key already taken (the idempotency key, or the unique key held by another
+-- row) skips the row, and the caller looks up who holds it (find_idempotent_job, then
+-- find_unique_job). unique_until is the database's now() plus unique_for_s (NULL: none).
+INSERT INTO background_jobs
+    (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+     idempotency_key, traceparent, dispatched_at, unique_key, unique_until)
+SELECT %(tenant_id)s, %(job_type)s,
+       COALESCE(%(queue)s::text, (SELECT t.queue FROM gochatd_job_types AS t
+                                  WHERE t.job_type = %(job_type)s), 'default'),
+       %(payload)s::jsonb, %(priority)s,
+       COALESCE(%(max_attempts)s::integer, (SELECT t.max_attempts FROM gochatd_job_types AS t
+                                            WHERE t.job_type = %(job_type)s), 25),
+       due.at, %(idempotency_key)s, %(traceparent)s,
+       CASE WHEN %(dispatch_now)s AND due.at <= now() THEN now() END,
+       %(unique_key)s, now() + make_interval(secs => %(unique_for_s)s::float8)
+FROM (SELECT COALESCE(%(scheduled_at)s::timestamptz,
+                      now() + make_interval(secs => %(delay_s)s)) AS at) AS due
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: find_unique_job
+-- The row holding a tenant's unique key, and whether it still counts (live): queued,
+-- retrying or running, or completed before its unique_until (the database clock decides).
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested,
+       (status IN ('queued', 'retrying', 'running')
+        OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > now()))
+       AS live
+FROM background_jobs
+WHERE tenant_id = %(tenant_id)s AND unique_key = %(unique_key)s;
+
+-- name: release_unique_key
+-- A holder that no longer counts gives its key up, so the next enqueue of the key inserts.
+-- Guarded: written only if the row still holds the key and still does not count.
+UPDATE background_jobs
+SET unique_key = NULL
+WHERE id = %(id)s AND unique_key = %(unique_key)s
+  AND NOT (status IN ('queued', 'retrying', 'running')
+           OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > now()))
+RETURNING id;
+
 -- name: claim_jobs
 -- Stream-delivered ids: one conditional UPDATE; rows already claimed, finished or not yet
 -- due are simply not returned. Joined to the ids as a set, so each is one primary-key
@@ -618,24 +666,53 @@ ORDER BY tenant_id;
 -- name: lock_tenant_claims
 SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
 
+-- name: free_queue_slots
+-- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
+SELECT l.queue, l.max_running - (SELECT count(*) FROM background_jobs j
+                                 WHERE j.status = 'running' AND j.queue = l.queue)
+FROM unnest(%(queues)s::text[], %(limits)s::int[]) AS l(queue, max_running);
+
+-- name: capped_queues_of_jobs
+SELECT DISTINCT queue FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[]) AND queue = ANY(%(queues)s::text[])
+ORDER BY queue;
+
+-- name: lock_queue_claims
+SELECT pg_advisory_xact_lock(1735355501, hashtext(%(queue)s));
+
 -- name: claim_jobs_limited
--- SKIP LOCKED: while holding tenant locks, never wait for a row lock (no lock cycles).
+-- A candidate must fit both caps: its tenant's (tenants.<id>.max_running) and, among the
+-- candidates its tenant allows, its queue's (worker.queue_limits). Either list may be empty.
+-- SKIP LOCKED: while holding claim locks, never wait for a row lock (no lock cycles).
 WITH limits AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
+), queue_limits AS (
+    SELECT * FROM unnest(%(capped_queues)s::text[], %(queue_limits)s::int[])
+        AS l(queue, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
+    SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
-    SELECT id, tenant_id, row_number() OVER (
+    SELECT id, tenant_id, queue, rank_at, scheduled_at, row_number() OVER (
         PARTITION BY tenant_id ORDER BY rank_at, scheduled_at, id) AS rn
     FROM cand
-), allowed AS (
-    SELECT r.id FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
+), tenant_allowed AS (
+    SELECT r.id, r.queue, r.rank_at, r.scheduled_at
+    FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
     WHERE l.max_running IS NULL
        OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
                                    WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+), queue_ranked AS (
+    SELECT id, queue, row_number() OVER (
+        PARTITION BY queue ORDER BY rank_at, scheduled_at, id) AS rn
+    FROM tenant_allowed
+), allowed AS (
+    SELECT r.id FROM queue_ranked r LEFT JOIN queue_limits l ON l.queue = r.queue
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.queue = r.queue)
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),

@@ -578,26 +578,58 @@ WHERE id = ANY(%(ids)s::bigint[]) AND tenant_id = ANY(%(tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 ORDER BY tenant_id;
 
+-- name: free_queue_slots
+-- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
+SELECT l.queue, l.max_running - (SELECT count(*) FROM background_jobs j
+                                 WHERE j.status = 'running' AND j.queue = l.queue
+                                   AND (CASE WHEN %(scope_only)s::bool THEN j.tenant_id = ANY(%(scope_tenants)s::text[])
+                                        ELSE j.tenant_id <> ALL(%(scope_tenants)s::text[]) END))
+FROM unnest(%(queues)s::text[], %(limits)s::int[]) AS l(queue, max_running);
+
+-- name: capped_queues_of_jobs
+SELECT DISTINCT queue FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[]) AND queue = ANY(%(queues)s::text[])
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+ORDER BY queue;
+
 -- name: claim_jobs_limited
--- SKIP LOCKED: while holding tenant locks, never wait for a row lock (no lock cycles).
+-- A candidate must fit both caps: its tenant's (tenants.<id>.max_running) and, among the
+-- candidates its tenant allows, its queue's (worker.queue_limits). Either list may be empty.
+-- SKIP LOCKED: while holding claim locks, never wait for a row lock (no lock cycles).
 WITH limits AS (
     SELECT * FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
+), queue_limits AS (
+    SELECT * FROM unnest(%(capped_queues)s::text[], %(queue_limits)s::int[])
+        AS l(queue, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
+    SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
       AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
             ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
-    SELECT id, tenant_id, row_number() OVER (
+    SELECT id, tenant_id, queue, rank_at, scheduled_at, row_number() OVER (
         PARTITION BY tenant_id ORDER BY rank_at, scheduled_at, id) AS rn
     FROM cand
-), allowed AS (
-    SELECT r.id FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
+), tenant_allowed AS (
+    SELECT r.id, r.queue, r.rank_at, r.scheduled_at
+    FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
     WHERE l.max_running IS NULL
        OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
                                    WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+), queue_ranked AS (
+    SELECT id, queue, row_number() OVER (
+        PARTITION BY queue ORDER BY rank_at, scheduled_at, id) AS rn
+    FROM tenant_allowed
+), allowed AS (
+    SELECT r.id FROM queue_ranked r LEFT JOIN queue_limits l ON l.queue = r.queue
+    WHERE l.max_running IS NULL
+       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.queue = r.queue
+                                     AND (CASE WHEN %(scope_only)s::bool THEN x.tenant_id = ANY(%(scope_tenants)s::text[])
+                                          ELSE x.tenant_id <> ALL(%(scope_tenants)s::text[]) END))
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),

@@ -34,6 +34,46 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
 FROM background_jobs
 WHERE tenant_id = :tenant_id AND idempotency_key = :idempotency_key;
 
+-- name: enqueue_unique_job
+-- As sql/postgres/queries.sql: enqueue_job for a job with a unique key.
+INSERT INTO background_jobs
+    (tenant_id, job_type, queue, payload, priority, max_attempts, scheduled_at,
+     idempotency_key, traceparent, dispatched_at, unique_key, unique_until)
+SELECT :tenant_id, :job_type, COALESCE(:queue, (SELECT t.queue FROM gochatd_job_types AS t WHERE t.job_type = :job_type),
+         'default'), :payload, :priority,
+       COALESCE(:max_attempts,
+                (SELECT t.max_attempts FROM gochatd_job_types AS t WHERE t.job_type = :job_type), 25), due.at, :idempotency_key, :traceparent,
+       CASE WHEN :dispatch_now AND due.at <= ((julianday('now') - 2440587.5) * 86400.0) THEN ((julianday('now') - 2440587.5) * 86400.0) END,
+       :unique_key, ((julianday('now') - 2440587.5) * 86400.0) + :unique_for_s
+FROM (SELECT CAST(COALESCE(:scheduled_at, ((julianday('now') - 2440587.5) * 86400.0) + :delay_s) AS REAL) AS at) AS due
+WHERE true
+ON CONFLICT DO NOTHING
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: find_unique_job
+-- As sql/postgres/queries.sql: the holder of a unique key and whether it still counts.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested,
+       (status IN ('queued', 'retrying', 'running')
+        OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > ((julianday('now') - 2440587.5) * 86400.0)))
+       AS live
+FROM background_jobs
+WHERE tenant_id = :tenant_id AND unique_key = :unique_key;
+
+-- name: release_unique_key
+-- As sql/postgres/queries.sql: a holder that no longer counts gives its key up (guarded).
+UPDATE background_jobs
+SET unique_key = NULL
+WHERE id = :id AND unique_key = :unique_key
+  AND NOT (status IN ('queued', 'retrying', 'running')
+           OR (status = 'completed' AND unique_until IS NOT NULL AND unique_until > ((julianday('now') - 2440587.5) * 86400.0)))
+RETURNING id;
+
 -- name: claim_jobs
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
@@ -476,26 +516,50 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND tenant_id IN (SELECT value FROM json_each(:tenants))
 ORDER BY tenant_id;
 
+-- name: free_queue_slots
+-- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
+SELECT json_extract(l.value, '$[0]'),
+       json_extract(l.value, '$[1]') - (SELECT count(*) FROM background_jobs j
+                                        WHERE j.status = 'running'
+                                          AND j.queue = json_extract(l.value, '$[0]'))
+FROM json_each(:queue_limits) AS l;
+
 -- name: claim_jobs_limited
+-- A candidate must fit both caps: its tenant's (tenants.<id>.max_running) and, among the
+-- candidates its tenant allows, its queue's (worker.queue_limits). Either list may be empty.
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
     fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (
-    SELECT r.id FROM (
-        SELECT id, tenant_id, row_number() OVER (
-            PARTITION BY tenant_id
-            ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
-        FROM background_jobs
-        WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
-          AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-    ) AS r
-    LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+    SELECT q.id FROM (
+        SELECT t.id, t.queue, row_number() OVER (
+            PARTITION BY t.queue ORDER BY t.rank_at, t.scheduled_at, t.id) AS rn
+        FROM (
+            SELECT r.id, r.queue, r.rank_at, r.scheduled_at FROM (
+                SELECT id, tenant_id, queue, scheduled_at,
+                       scheduled_at - priority * :aging_s AS rank_at,
+                       row_number() OVER (
+                           PARTITION BY tenant_id
+                           ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
+                FROM background_jobs
+                WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
+                  AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+            ) AS r
+            LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+                              json_extract(value, '$[1]') AS max_running
+                       FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
+            WHERE l.max_running IS NULL
+               OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                           WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+        ) AS t
+    ) AS q
+    LEFT JOIN (SELECT json_extract(value, '$[0]') AS queue,
                       json_extract(value, '$[1]') AS max_running
-               FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
-    WHERE l.max_running IS NULL
-       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
-                                   WHERE x.status = 'running' AND x.tenant_id = r.tenant_id))
+               FROM json_each(:queue_limits)) AS m ON m.queue = q.queue
+    WHERE m.max_running IS NULL
+       OR q.rn <= m.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.queue = q.queue))
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,

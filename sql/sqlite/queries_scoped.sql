@@ -447,27 +447,53 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 ORDER BY tenant_id;
 
+-- name: free_queue_slots
+-- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
+SELECT json_extract(l.value, '$[0]'),
+       json_extract(l.value, '$[1]') - (SELECT count(*) FROM background_jobs j
+                                        WHERE j.status = 'running'
+                                          AND j.queue = json_extract(l.value, '$[0]')
+                                          AND ((j.tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only))
+FROM json_each(:queue_limits) AS l;
+
 -- name: claim_jobs_limited
+-- A candidate must fit both caps: its tenant's (tenants.<id>.max_running) and, among the
+-- candidates its tenant allows, its queue's (worker.queue_limits). Either list may be empty.
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
     fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)
 WHERE id IN (
-    SELECT r.id FROM (
-        SELECT id, tenant_id, row_number() OVER (
-            PARTITION BY tenant_id
-            ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
-        FROM background_jobs
-        WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
-          AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-          AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
-    ) AS r
-    LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+    SELECT q.id FROM (
+        SELECT t.id, t.queue, row_number() OVER (
+            PARTITION BY t.queue ORDER BY t.rank_at, t.scheduled_at, t.id) AS rn
+        FROM (
+            SELECT r.id, r.queue, r.rank_at, r.scheduled_at FROM (
+                SELECT id, tenant_id, queue, scheduled_at,
+                       scheduled_at - priority * :aging_s AS rank_at,
+                       row_number() OVER (
+                           PARTITION BY tenant_id
+                           ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
+                FROM background_jobs
+                WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
+                  AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+            ) AS r
+            LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
+                              json_extract(value, '$[1]') AS max_running
+                       FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
+            WHERE l.max_running IS NULL
+               OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
+                                           WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
+        ) AS t
+    ) AS q
+    LEFT JOIN (SELECT json_extract(value, '$[0]') AS queue,
                       json_extract(value, '$[1]') AS max_running
-               FROM json_each(:limits)) AS l ON l.tenant_id = r.tenant_id
-    WHERE l.max_running IS NULL
-       OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
-                                   WHERE x.status = 'running' AND x.tenant_id = r.tenant_id))
+               FROM json_each(:queue_limits)) AS m ON m.queue = q.queue
+    WHERE m.max_running IS NULL
+       OR q.rn <= m.max_running - (SELECT count(*) FROM background_jobs x
+                                   WHERE x.status = 'running' AND x.queue = q.queue
+                                     AND ((x.tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)))
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,

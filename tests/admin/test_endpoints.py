@@ -127,8 +127,8 @@ async def test_local_pause_drain_and_resume(stack: Stack) -> None:
 async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
-    async with admin_worker(stack, registry=registry,
-                            worker_queues={"default": 3, "high": 5}) as admin:
+    async with admin_worker(stack, registry=registry, worker_queues={"default": 3, "high": 5},
+                            worker_queue_limits={"default": 4}) as admin:
         client, store = admin.worker.client, admin.worker.store
         # PARKED is claimed by nobody but "other-worker", a second holder of the same store.
         retrying = await client.enqueue("sys:noop", {}, queue=PARKED, priority=10)
@@ -158,14 +158,17 @@ async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
         age = parked.pop("oldest_due_age_s")
         assert 0 <= age <= trio.current_time() - first_due_at + 1.0
         assert parked == {"queue": PARKED, "queued": 4, "delayed": 3, "running": 1,
-                          "retrying": 1, "dead": 0, "paused": False, "weight": 0}
+                          "retrying": 1, "dead": 0, "paused": False, "weight": 0,
+                          "max_running": None}
         assert queues.pop("default") == {
             "queue": "default", "queued": 0, "delayed": 0, "running": 2, "retrying": 0,
             "dead": 2, "oldest_due_age_s": None, "paused": False, "weight": 3,
+            "max_running": 4,
         }
         assert queues.pop("high") == {
             "queue": "high", "queued": 0, "delayed": 0, "running": 0, "retrying": 0,
             "dead": 0, "oldest_due_age_s": None, "paused": False, "weight": 5,
+            "max_running": None,
         }
         assert queues == {}
         assert (await admin.status())["in_flight"] == 2

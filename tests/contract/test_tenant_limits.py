@@ -128,9 +128,9 @@ async def test_tenant_backlog_claims_only_capped_tenants(store: JobStore) -> Non
     limited = [await enqueue(store, tenant_id=LIMITED) for _ in range(3)]
     await enqueue(store, tenant_id=FREE)
     await enqueue(store, tenant_id=LIMITED, queue="other")
-    claimed = await store.claim_tenant_backlog(["default"], 10, "w1", 30.0)
+    claimed = await store.claim_capped_backlog(["default"], 10, "w1", 30.0)
     # Only the capped tenant's jobs, in the asked queues, up to its cap.
     assert sorted(c.id for c in claimed) == [j.id for j in limited[:2]]
-    assert await store.claim_tenant_backlog(["default"], 10, "w1", 30.0) == []
+    assert await store.claim_capped_backlog(["default"], 10, "w1", 30.0) == []
     store.tenant_limits = {}
-    assert await store.claim_tenant_backlog(["default"], 10, "w1", 30.0) == []
+    assert await store.claim_capped_backlog(["default"], 10, "w1", 30.0) == []

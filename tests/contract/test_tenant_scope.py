@@ -130,7 +130,7 @@ async def _check_dispatch_and_claims(
     store.tenant_limits = {A: 50, B: 50}
     got = await store.claim_jobs([other.queued[0].id, mine.queued[0].id], "w2", 30.0)
     assert [c.id for c in got] == [mine.queued[0].id]
-    got = await store.claim_tenant_backlog(["default"], 1, "w2", 30.0)
+    got = await store.claim_capped_backlog(["default"], 1, "w2", 30.0)
     assert [c.id for c in got] == [mine.queued[1].id]
     got = await store.claim_due_jobs(["default"], 1, "w2", 30.0)
     assert [c.id for c in got] == [mine.queued[2].id]

@@ -194,6 +194,30 @@ def test_enqueue_with_idempotency_key(tmp_path: Path) -> None:
     assert _job_rows(tmp_path) == 2
 
 
+def test_enqueue_a_unique_job(tmp_path: Path) -> None:
+    """--unique-for / --unique-key (docs/unique-jobs.md): the second enqueue prints the job
+    still waiting; a bad value is one line, exit 2."""
+    env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path)}
+    _upgrade(tmp_path)
+    args = ["enqueue", "sys:noop", "--unique-for", "300", "--payload", '{"account": 7}']
+    first = run_cli(args, env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    same = run_cli(["enqueue", "sys:noop", "--unique-for", "300", "--payload", '{ "account":7 }'],
+                   env, cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["id"] == json.loads(first.stdout)["id"]
+    keyed = [run_cli(["enqueue", "sys:noop", "--unique-key", "acct-7", "--payload",
+                      f'{{"n": {n}}}'], env, cwd=tmp_path) for n in (1, 2)]
+    assert all(r.returncode == 0 for r in keyed), [r.stderr for r in keyed]
+    assert len({json.loads(r.stdout)["id"] for r in keyed}) == 1
+    assert _job_rows(tmp_path) == 2
+    _assert_one_line_error(run_cli([*args[:2], "--unique-for", "-5"], env, cwd=tmp_path),
+                           "--unique-for")
+    _assert_one_line_error(run_cli([*args[:2], "--unique-key", "k" * 513], env, cwd=tmp_path),
+                           "unique_key")
+    assert _job_rows(tmp_path) == 2
+
+
 def test_db_upgrade_and_unmigrated_start(
     tmp_path: Path, fresh_pg_url: str, daemons: DaemonFactory
 ) -> None:

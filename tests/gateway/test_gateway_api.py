@@ -237,3 +237,39 @@ async def test_keys_and_limits_reload_without_a_restart(
         assert admin.worker.store.tenant_limits == {TENANT_B: 3}
         tenants = {t["tenant"]: t for t in (await admin.get("/v1/tenants"))["tenants"]}
         assert tenants[TENANT_B]["max_running"] == 3 and tenants[TENANT_B]["burst"] == 1
+
+
+async def test_unique_jobs_through_the_gateway(stack: Stack) -> None:
+    """docs/unique-jobs.md: a second POST of the same unique work returns the job that is
+    still waiting (200, like a replay), even with another payload under an explicit key;
+    concurrent POSTs make one job; a bad value is a 400 naming the field."""
+    async with admin_worker(stack, **gateway_overrides()) as admin:
+        first = await admin.post("/v1/jobs", 201, json=job_body(unique_for_s=600),
+                                 headers=auth(KEY_A))
+        again = await admin.http.post("/v1/jobs", json=job_body(unique_for_s=600),
+                                      headers=auth(KEY_A))
+        assert again.status_code == 200 and again.json()["job"]["id"] == first["job"]["id"]
+        other_tenant = await admin.post("/v1/jobs", 201, json=job_body(unique_for_s=600),
+                                        headers=auth(KEY_B))
+        assert other_tenant["job"]["id"] != first["job"]["id"]
+        responses: list[httpx.Response] = []
+
+        async def post(n: int) -> None:
+            body = job_body(payload={"n": n}, unique_key="nightly-report")
+            responses.append(await admin.http.post("/v1/jobs", json=body, headers=auth(KEY_A)))
+
+        async with trio.open_nursery() as nursery:
+            for n in range(6):
+                nursery.start_soon(post, n)
+        assert sorted(r.status_code for r in responses) == [200] * 5 + [201]
+        assert len({r.json()["job"]["id"] for r in responses}) == 1
+        batch = await admin.post("/v1/jobs:batch", 200, headers=auth(KEY_A), json={"jobs": [
+            job_body(unique_key="nightly-report"), job_body(payload={"n": 9}, unique_for_s=60)]})
+        assert [r["outcome"] for r in batch["results"]] == ["replayed", "created"]
+        for bad, field in ((job_body(unique_for_s=-1), "unique_for_s"),
+                           (job_body(unique_for_s=10 ** 9), "unique_for_s"),
+                           (job_body(unique_key="k" * 513), "unique_key")):
+            response = await admin.http.post("/v1/jobs", json=bad, headers=auth(KEY_A))
+            assert assert_json_error(response, 400) == "bad_request"
+            assert response.json()["error"]["message"].startswith(field), response.text
+        assert len(await _jobs(admin)) == 4

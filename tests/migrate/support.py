@@ -71,6 +71,8 @@ def job_rows(tenant: str, first_id: int, count: int) -> list[Row]:
             "dispatched_at": at if i % 3 == 0 else None,
             "traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01" if i % 4 == 0 else None,
             "cancel_requested": status == "running" and i % 2 == 0,
+            "unique_key": f"unique-{tenant}-{job_id}" if i % 6 == 0 else None,  # moved too
+            "unique_until": at + timedelta(hours=1) if i % 6 == 0 else None,
         })
     return rows
 

@@ -102,6 +102,25 @@ def test_queue_weights_parse_forms() -> None:
     assert s.worker_queues == {"high": 8, "purgable": 1, "custom": 1}
 
 
+def test_queue_limits_from_yaml_and_env(tmp_path: Path) -> None:
+    assert load_settings(env={}).worker_queue_limits == {}
+    cfg = tmp_path / "g.yaml"
+    cfg.write_text("worker:\n  queue_limits: {reports: 2, exports: 1}\n")
+    from_file = load_settings(config_file=str(cfg), env={})
+    assert from_file.worker_queue_limits == {"reports": 2, "exports": 1}
+    assert from_file.sources["worker.queue_limits"] == "file"
+    # The variable wins over the file, as a list or as a YAML/JSON mapping.
+    s = load_settings(config_file=str(cfg), env={"GOCHAT_WORKER_QUEUE_LIMITS": "reports=3"})
+    assert s.worker_queue_limits == {"reports": 3}
+    s = load_settings(env={"GOCHAT_WORKER_QUEUE_LIMITS": '{"reports": 4, "exports": "5"}'})
+    assert s.worker_queue_limits == {"reports": 4, "exports": 5}
+    assert load_settings(env={"GOCHAT_WORKER_QUEUE_LIMITS": ""}).worker_queue_limits == {}
+    # A SIGHUP applies it: reloadable.
+    assert load_settings(env={}).diff(from_file) == (["worker.queue_limits"], [])
+    with pytest.raises(ConfigError, match=r"worker\.queue_limits .*'reports'.*1\.\.100000"):
+        load_settings(env={"GOCHAT_WORKER_QUEUE_LIMITS": "reports=0"})
+
+
 def test_masked_hides_credentials() -> None:
     s = load_settings(env={
         "GOCHAT_DATABASE_URL": "postgresql://app:s3cret@db.internal:5432/gochat",

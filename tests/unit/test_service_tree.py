@@ -33,7 +33,7 @@ def test_every_started_loop_is_in_the_docstring_tree(tmp_path: Path) -> None:
     assert len(loops) == 13  # everything but the watchdog (no $NOTIFY_SOCKET here)
     tree = gochatd.service.__doc__ or ""
     drawn = {_module_path(loop) for loop in loops}
-    drawn |= {_module_path(worker.intake.run), _module_path(worker.tenant_backlog.run),
+    drawn |= {_module_path(worker.intake.run), _module_path(worker.capped_backlog.run),
               _module_path(worker.watchdog.run), _module_path(worker.pool.serve)}
     for module in sorted(drawn):
         assert module in tree, f"{module} is started but not drawn in service.py's tree"

@@ -1,11 +1,12 @@
-"""Tenant backlog: in streams mode, claim the due jobs of tenants with ``max_running``.
+"""Capped backlog: in streams mode, claim the due jobs of capped tenants and queues
+(``tenants.<id>.max_running``, ``worker.queue_limits``).
 
-A stream-delivered job refused for its tenant's cap stays queued and its entry is acked, so
-without this loop it would wait for the sweep (``sweep_interval_s``). Every
-``poll_interval_max_s``, while the worker streams and has free slots, it claims such jobs
-with the same capped claim as the poller. It runs beside the intake in the job pool (claimed
-jobs start there) and ends when the worker stops claiming. In polling mode the poller
-already covers these jobs; without caps it only sleeps.
+A stream-delivered job refused for its tenant's or its queue's cap stays queued and its
+entry is acked, so without this loop it would wait for the sweep (``sweep_interval_s``).
+Every ``poll_interval_max_s``, while the worker streams and has free slots, it claims such
+jobs with the same capped claim as the poller. It runs beside the intake in the job pool
+(claimed jobs start there) and ends when the worker stops claiming. In polling mode the
+poller already covers these jobs; without caps it only sleeps.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class BacklogResult:
     claimed: int
 
 
-class TenantBacklog:
+class CappedBacklog:
     def __init__(self, config: BacklogConfig, *, store: JobStore, pool: JobPool,
                  queues: QueueSelection, lifecycle: Lifecycle, worker_id: str,
                  counters: Counters) -> None:
@@ -59,10 +60,10 @@ class TenantBacklog:
     async def run_once(self) -> BacklogResult:
         free = self._pool.free_slots()
         if (self._lifecycle.dispatch is not State.STREAMS or free <= 0
-                or not self._store.tenant_limits):
+                or not (self._store.tenant_limits or self._store.queue_limits)):
             return BacklogResult(0)
         with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
-            claimed = await self._store.claim_tenant_backlog(
+            claimed = await self._store.claim_capped_backlog(
                 self._queues.intake, free, self._worker_id, self.config.lease_s)
             # Started even if a stop began meanwhile: the leases are ours, and the
             # runner's interrupt hands them back (the pool's nursery outlives the claims).
@@ -77,4 +78,4 @@ class TenantBacklog:
             try:
                 await self.run_once()
             except StoreUnavailable as exc:
-                self._counters.transient_error("tenant_backlog", exc)
+                self._counters.transient_error("capped_backlog", exc)
