@@ -282,7 +282,9 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
         job = await daemon.store.get_job(_job_id(job_id))
         if job is None:
             raise ApiError(404, "not_found", f"job {job_id} not found")
-        return jsonify(job_json(job))
+        # "attempts" is the job's attempt count already: the runs go beside it.
+        runs = await daemon.store.list_job_attempts(job.id)
+        return jsonify({**job_json(job), "attempt_history": [a.to_dict() for a in runs]})
 
     @app.post("/v1/jobs/<job_id:job_id>/retry")
     async def requeue_job(job_id: str) -> Response:

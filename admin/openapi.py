@@ -7,8 +7,9 @@ from typing import Any
 import gochatd
 from gochatd.admin.fleet_openapi import fleet_paths, fleet_schemas
 from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
-from gochatd.model import JobStatus
+from gochatd.model import AttemptOutcome, JobStatus
 from gochatd.outbox.openapi import outbox_paths, outbox_schemas
+from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
 
 #: The largest job id (PostgreSQL bigint).
 MAX_ID = 2**63 - 1
@@ -194,7 +195,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 10000}}},
             ),
             "/v1/jobs/{job_id}": {
-                **_get("One job", _json(_ref("Job"), "the job"), [_JOB_ID]),
+                **_get("One job, with its recorded attempts",
+                       _json(_ref("JobDetail"), "the job"), [_JOB_ID]),
                 **_delete("Delete a job in any status but running (409: cancel it first)",
                           _json(_ref("Deleted"), "deleted"), [_JOB_ID])},
             **_control_paths(statuses),
@@ -288,6 +290,18 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "error_class": _NULLABLE_STR, "failed_at": _NULLABLE_STR,
                     "completed_at": _NULLABLE_STR, "dispatched_at": _NULLABLE_STR,
                     "traceparent": _NULLABLE_STR, "cancel_requested": {"type": "boolean"}}},
+                "JobAttempt": {"type": "object", "required": [
+                    "attempt", "started_at", "finished_at", "worker", "outcome", "error_class",
+                    "error"], "properties": {
+                    "attempt": {"type": "integer"}, "started_at": _NULLABLE_STR,
+                    "finished_at": _NULLABLE_STR, "worker": _NULLABLE_STR,
+                    "outcome": {"enum": [o.value for o in AttemptOutcome]},
+                    "error_class": _NULLABLE_STR, "error": _NULLABLE_STR}},
+                "JobDetail": {"allOf": [_ref("Job"), {
+                    "type": "object", "required": ["attempt_history"], "properties": {
+                        "attempt_history": {"type": "array", "items": _ref("JobAttempt"),
+                                            "description": "the job's runs, newest first, at "
+                                                           f"most {ATTEMPTS_KEPT_PER_JOB}"}}}]},
                 "JobList": {"type": "object", "required": ["jobs", "next_cursor"], "properties": {
                     "jobs": {"type": "array", "items": _ref("Job")},
                     "next_cursor": _NULLABLE_STR}},

@@ -37,6 +37,7 @@ from gochatd.model import (
     EnqueueResult,
     Job,
     JobAction,
+    JobAttempt,
     JobFilter,
     JobSelection,
 )
@@ -281,6 +282,11 @@ class Client(ClientCore):
     async def get_job(self, job_id: int) -> Job | None:
         """The job's current row, or None if there is no such job (or it was pruned)."""
         return await self._store().get_job(job_id)
+
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        """The job's recorded runs, newest first (docs/operations.md); empty for a job never
+        run, or unknown."""
+        return await self._store().list_job_attempts(job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
         """Jobs matching the filter, by id (page with ``JobFilter.after_id``). Raises

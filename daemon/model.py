@@ -129,6 +129,35 @@ class Job:
         return record_to_dict(self)
 
 
+class AttemptOutcome(enum.StrEnum):
+    """How one run of a job ended, as its row in ``job_attempts`` records it: the status
+    the fenced finish wrote, or how the run was taken back (store/attempts.py)."""
+
+    COMPLETED = "completed"
+    RETRYING = "retrying"
+    DEAD = "dead"
+    CANCELLED = "cancelled"
+    LEASE_EXPIRED = "lease_expired"  # the reaper took the expired lease back
+    INTERRUPTED = "interrupted"  # daemon shutdown: back to retrying, attempt refunded
+
+
+@dataclass(frozen=True, slots=True)
+class JobAttempt:
+    """One run of a job (``job_attempts``). ``attempt`` is the run's number: the job's
+    fence at its claim, so every claim counts, interrupted runs included."""
+
+    attempt: int
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker: str | None
+    outcome: AttemptOutcome
+    error_class: str | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return record_to_dict(self)
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimedJob:
     """What a claim hands to the runner: the job plus the lease it now holds."""

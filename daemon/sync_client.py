@@ -28,7 +28,7 @@ from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
 from gochatd.job_controls import CLIENT_ACTOR
-from gochatd.model import BulkResult, EnqueueResult, Job, JobAction, JobFilter, JobSelection
+from gochatd.model import BulkResult, EnqueueResult, Job, JobAction, JobAttempt, JobFilter, JobSelection
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
 from gochatd.store.presence import require_database_file
@@ -174,6 +174,9 @@ class SyncClient(ClientCore):
 
     def get_job(self, job_id: int) -> Job | None:
         return self._run(self._store.get_job(job_id))
+
+    def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        return self._run(self._store.list_job_attempts(job_id))
 
     def list_jobs(self, flt: JobFilter) -> list[Job]:
         return self._run(self._store.list_jobs(validate_filter(flt)))

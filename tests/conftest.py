@@ -72,7 +72,8 @@ def pg_clean(pg_migrated: str) -> str:
     """The run's database with every job removed (ids restart)."""
     with psycopg.connect(pg_migrated, autocommit=True) as conn:
         conn.execute(
-            "TRUNCATE background_jobs, reply_outbox, gochatd_periodic_slots, gochatd_queue_pauses,"
+            "TRUNCATE background_jobs, job_attempts, reply_outbox, gochatd_periodic_slots,"
+            " gochatd_queue_pauses,"
             " gochatd_routes, gochatd_route_acks, gochatd_change_tombstones, gochatd_migrations,"
             " gochatd_job_types, gochatd_job_counts, gochatd_daemons"
             " RESTART IDENTITY"

@@ -12,7 +12,7 @@ from gochatd.config import Settings
 from gochatd.job_controls import cli_actor
 from gochatd.logs import configure_logging
 from gochatd.loops.retention import RetentionPolicy, count_prunable, prune_once
-from gochatd.model import Job, JobAction, JobFilter, JobSelection, JobStatus
+from gochatd.model import Job, JobAction, JobAttempt, JobFilter, JobSelection, JobStatus
 from gochatd.validation import validate_filter, validate_selection
 
 #: The one-job controls: each logs its job_control audit line (job_controls.py) on stderr.
@@ -69,17 +69,36 @@ def _selection(args: argparse.Namespace) -> JobSelection:
 
 
 async def _show(client: Client, job_id: int, *, as_json: bool) -> int:
+    """The job's fields, then its recorded runs, newest first (with ``--json``, one object:
+    the job plus ``attempt_history``, as ``GET /v1/jobs/<id>``)."""
     job = await client.get_job(job_id)
     if job is None:
         from gochatd.errors import JobNotFound
 
         raise JobNotFound(job_id)
+    runs = await client.list_job_attempts(job_id)
     if as_json:
-        print_json(public(job))
-    else:
-        for key, value in public(job).items():
-            print(f"{key:18} {json.dumps(value) if isinstance(value, dict) else value}")
+        print_json({**public(job), "attempt_history": [a.to_dict() for a in runs]})
+        return 0
+    for key, value in public(job).items():
+        print(f"{key:18} {json.dumps(value) if isinstance(value, dict) else value}")
+    _print_attempts(runs)
     return 0
+
+
+def _print_attempts(runs: Sequence[JobAttempt]) -> None:
+    print()
+    if not runs:
+        print("attempts: none recorded")
+        return
+    print(f"{'ATTEMPT':>7}  {'OUTCOME':13} {'STARTED':29} {'TOOK_S':>8}  {'WORKER':24} ERROR")
+    for run in runs:
+        took = (f"{(run.finished_at - run.started_at).total_seconds():.3f}"
+                if run.started_at and run.finished_at else "-")
+        started = run.started_at.isoformat(timespec="milliseconds") if run.started_at else "-"
+        error = ": ".join(part for part in (run.error_class, run.error) if part) or "-"
+        print(f"{run.attempt:>7}  {run.outcome:13} {started:29} {took:>8}  "
+              f"{run.worker or '-':24} {error}")
 
 
 async def _prune(client: Client, settings: Settings, *, dry_run: bool) -> int:

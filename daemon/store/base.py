@@ -17,6 +17,7 @@ from gochatd.model import (
     Finish,
     Job,
     JobAction,
+    JobAttempt,
     JobFilter,
     JobSelection,
     JobStatus,
@@ -139,6 +140,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        """The job's recorded runs, newest first (at most ``ATTEMPTS_KEPT_PER_JOB``,
+        store/attempts.py); empty for a job never run, or unknown."""
+        ...
+
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
         """A page of jobs in the filter's order (oldest or newest first by id, or the
         scheduled ones soonest first), after the cursor ``flt.after_id``."""

@@ -24,12 +24,14 @@ from gochatd.model import (
     EnqueueResult,
     Finish,
     Job,
+    JobAttempt,
     Lease,
     Outcome,
 )
 from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, pg_claim_periodic_slot
 from gochatd.redact import mask_url
+from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB, attempt_from_row
 from gochatd.store.capped_claims import pg_claim_capped
 from gochatd.store.enqueue_many import pg_enqueue_many, pg_enqueue_params
 from gochatd.store.pg_connect import behind_pooler, connect
@@ -55,6 +57,10 @@ def _translate(exc: BaseException) -> Exception | None:
     if isinstance(exc, psycopg.OperationalError | OSError):
         return StoreUnavailable(f"postgres unavailable: {type(exc).__name__}")
     return None
+
+
+def _as_time(value: datetime | None) -> datetime | None:
+    return value
 
 
 #: What a prepared statement that is not on this server connection (or one that already is)
@@ -177,6 +183,9 @@ class PostgresStore(SqlJobStore):
     def _job(self, row: Sequence[Any]) -> Job:
         return job_from_row(row)
 
+    def _attempt(self, row: Sequence[Any]) -> JobAttempt:
+        return attempt_from_row(row, _as_time)
+
     def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
         return {
             "ids": [f.job_id for f in finishes],
@@ -187,6 +196,7 @@ class PostgresStore(SqlJobStore):
             "refunds": [f.outcome is Outcome.INTERRUPTED for f in finishes],
             "classes": [f.error_class for f in finishes],
             "errors": [f.last_error for f in finishes],
+            "attempts_kept": ATTEMPTS_KEPT_PER_JOB,
         }
 
     def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from gochatd.model import (
     EnqueueResult,
     Finish,
     Job,
+    JobAttempt,
     JobFilter,
     JobStatus,
     Lease,
@@ -219,6 +220,13 @@ class RoutedStore(RoutedFleet, RoutedControls):
             if job is not None:
                 return job
         return None
+
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        """From the database that holds the job now (attempts do not move with a tenant)."""
+        for store in self._active():
+            if await store.get_job(job_id) is not None:
+                return await store.list_job_attempts(job_id)
+        return []
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
         if flt.tenant_id is not None:

@@ -19,6 +19,7 @@ from gochatd.model import (
     DispatchRef,
     Finish,
     Job,
+    JobAttempt,
     JobFilter,
     JobStatus,
     Lease,
@@ -28,6 +29,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
 from gochatd.store.capped_claims import Caps
 from gochatd.store.controls import SqlControlOps
 from gochatd.store.fleet import SqlFleetOps
@@ -84,6 +86,9 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         raise NotImplementedError
 
     def _job(self, row: Sequence[Any]) -> Job:
+        raise NotImplementedError
+
+    def _attempt(self, row: Sequence[Any]) -> JobAttempt:
         raise NotImplementedError
 
     def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
@@ -221,12 +226,16 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         self, limit: int = 1000, *, expired_within_s: float | None = None,
         created_after_id: int | None = None,
     ) -> ReapResult:
-        rows = await self._write(
-            "reap_expired_leases", {"limit": limit, "expired_within_s": expired_within_s,
-                                    "created_after_id": created_after_id})
+        rows = await self._reap({"limit": limit, "expired_within_s": expired_within_s,
+                                 "created_after_id": created_after_id,
+                                 "attempts_kept": ATTEMPTS_KEPT_PER_JOB})
         retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
         dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
         return ReapResult(retried=retried, dead=dead)
+
+    async def _reap(self, params: dict[str, Any]) -> list[Any]:
+        """reap_expired_leases with its attempts recorded (PostgreSQL: in the statement)."""
+        return await self._write("reap_expired_leases", params)
 
     async def newest_job_id(self) -> int:
         rows = await self._read("newest_job_id", {})
@@ -264,6 +273,11 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
     async def get_job(self, job_id: int) -> Job | None:
         rows = await self._read("get_job", {"id": job_id})
         return self._job(rows[0]) if rows else None
+
+    async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
+        rows = await self._read("list_job_attempts",
+                                {"id": job_id, "limit": ATTEMPTS_KEPT_PER_JOB})
+        return [self._attempt(r) for r in rows]
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
         name = ("list_scheduled_jobs" if flt.scheduled

@@ -26,16 +26,19 @@ from gochatd.errors import (
 from gochatd.handoff import Handoff
 from gochatd.model import (
     AfterCommit,
+    AttemptOutcome,
     ClaimedJob,
     EnqueueRequest,
     EnqueueResult,
     Finish,
     Job,
+    JobAttempt,
     Lease,
     Outcome,
 )
 from gochatd.outbox.store import reply_rows
 from gochatd.periodic_jobs.slots import SlotClaim, sqlite_claim_periodic_slot
+from gochatd.store.attempts import applied_attempts, attempt_from_row, sqlite_record_attempts
 from gochatd.store.capped_claims import sqlite_claim_capped
 from gochatd.store.enqueue_many import sqlite_enqueue_many, sqlite_enqueue_params
 from gochatd.store.queries import load_queries
@@ -114,6 +117,9 @@ class SqliteStore(SqlJobStore):
     def _job(self, row: Sequence[Any]) -> Job:
         return job_from_row(row, epoch_to_datetime)
 
+    def _attempt(self, row: Sequence[Any]) -> JobAttempt:
+        return attempt_from_row(row, epoch_to_datetime)
+
     def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
         batch = [
             [f.job_id, f.lease_owner, f.fence, f.status.value, max(0.0, f.delay_s),
@@ -125,7 +131,11 @@ class SqliteStore(SqlJobStore):
     def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
         return {"leases": json.dumps([[x.job_id, x.fence] for x in leases])}
 
-    async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
+    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
+        """The fenced UPDATE, then (for the rows it applied) the completions' replies and
+        the runs' attempts, in one ``BEGIN IMMEDIATE``."""
+        if not finishes:
+            return set()
         queries = self._queries
         finish, params = queries.sql["finish_jobs"], queries.params(self._finish_params(finishes))
         replies = reply_rows(finishes)
@@ -138,6 +148,7 @@ class SqliteStore(SqlJobStore):
                 mine = [list(r) for r in replies if r[0] in applied]
                 if mine:
                     conn.execute(Q["insert_replies"], {"replies": json.dumps(mine)})
+                sqlite_record_attempts(conn, applied_attempts(finishes, applied))
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
@@ -145,6 +156,24 @@ class SqliteStore(SqlJobStore):
             return applied
 
         return await self._run(_finish)
+
+    async def _reap(self, params: dict[str, Any]) -> list[Any]:
+        queries = self._queries
+        reap, params = queries.sql["reap_expired_leases"], queries.params(params)
+
+        def _reap(conn: sqlite3.Connection) -> list[Any]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                rows = conn.execute(reap, params).fetchall()
+                sqlite_record_attempts(
+                    conn, [[r[0], AttemptOutcome.LEASE_EXPIRED.value, r[5]] for r in rows])
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return rows
+
+        return await self._run(_reap)
 
     # -- lifecycle -------------------------------------------------------------------------
 

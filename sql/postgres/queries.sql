@@ -177,24 +177,40 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 
 -- name: finish_jobs
 -- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
--- that were applied. A stale owner or fence matches no row and writes nothing.
-UPDATE background_jobs AS j
-SET status = u.status,
-    attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
-    scheduled_at = CASE WHEN u.status = 'retrying'
-                        THEN now() + make_interval(secs => u.delay_s) ELSE j.scheduled_at END,
-    completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
-    failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
-    error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                       THEN u.error_class END,  -- a completion clears the error
-    last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
-                      THEN u.last_error END,
-    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
-FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
-            %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
-     AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
-WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
-RETURNING j.id;
+-- that were applied. A stale owner or fence matches no row and writes nothing, and records
+-- no attempt: the applied rows (the UPDATE's RETURNING) feed the job_attempts INSERT, and
+-- a job past %(attempts_kept)s runs loses its oldest one (docs/operations.md).
+WITH done AS (
+    UPDATE background_jobs AS j
+    SET status = u.status,
+        attempts = CASE WHEN u.refund THEN greatest(j.attempts - 1, 0) ELSE j.attempts END,
+        scheduled_at = CASE WHEN u.status = 'retrying'
+                            THEN now() + make_interval(secs => u.delay_s) ELSE j.scheduled_at END,
+        completed_at = CASE WHEN u.status = 'completed' THEN now() ELSE j.completed_at END,
+        failed_at = CASE WHEN u.status = 'dead' THEN now() ELSE j.failed_at END,
+        error_class = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                           THEN u.error_class END,  -- a completion clears the error
+        last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
+                          THEN u.last_error END,
+        lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
+    FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
+                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
+         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
+    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+    RETURNING j.id, j.fence, j.locked_at, j.locked_by, j.error_class, j.last_error,
+              CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
+), recorded AS (
+    INSERT INTO job_attempts
+        (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
+    SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                      WHERE o.job_id = done.id AND o.attempt = done.fence)
+), trimmed AS (
+    DELETE FROM job_attempts AS a USING done
+    WHERE done.fence > %(attempts_kept)s AND a.job_id = done.id
+      AND a.attempt <= done.fence - %(attempts_kept)s
+)
+SELECT id FROM done;
 
 -- name: extend_leases
 UPDATE background_jobs AS j
@@ -207,6 +223,7 @@ RETURNING j.id, j.cancel_requested;
 -- expired_within_s: only leases that expired that recently (the reaper's window since its
 -- last complete pass, loops/reap.py), plus any expired lease of a row newer than
 -- created_after_id (a row written with an old lease, by foreign SQL); NULL: all of them.
+-- Each reaped run is recorded as a lease_expired attempt, as finish_jobs records its own.
 WITH expired AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status = 'running'
@@ -216,19 +233,33 @@ WITH expired AS MATERIALIZED (
            OR (id > %(created_after_id)s AND lease_expires_at < now())
            OR lease_expires_at IS NULL)
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+), reaped AS (
+    UPDATE background_jobs
+    SET status = CASE WHEN cancel_requested THEN 'cancelled'
+                      WHEN attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
+        failed_at = CASE WHEN NOT cancel_requested AND attempts >= max_attempts
+                         THEN now() ELSE failed_at END,
+        error_class = 'lease_expired',
+        last_error = 'lease expired while running: the worker stopped heartbeating',
+        scheduled_at = now(), lease_expires_at = NULL, dispatched_at = NULL,
+        cancel_requested = false, updated_at = now()
+    FROM expired
+    WHERE background_jobs.id = expired.id
+    RETURNING background_jobs.id, job_type, queue, tenant_id, status, fence, locked_at,
+              locked_by, error_class, last_error
+), recorded AS (
+    INSERT INTO job_attempts
+        (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
+    SELECT id, fence, locked_at, now(), locked_by, 'lease_expired', error_class, last_error
+    FROM reaped
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o
+                      WHERE o.job_id = reaped.id AND o.attempt = reaped.fence)
+), trimmed AS (
+    DELETE FROM job_attempts AS a USING reaped
+    WHERE reaped.fence > %(attempts_kept)s AND a.job_id = reaped.id
+      AND a.attempt <= reaped.fence - %(attempts_kept)s
 )
-UPDATE background_jobs
-SET status = CASE WHEN cancel_requested THEN 'cancelled'
-                  WHEN attempts >= max_attempts THEN 'dead' ELSE 'retrying' END,
-    failed_at = CASE WHEN NOT cancel_requested AND attempts >= max_attempts
-                     THEN now() ELSE failed_at END,
-    error_class = 'lease_expired',
-    last_error = 'lease expired while running: the worker stopped heartbeating',
-    scheduled_at = now(), lease_expires_at = NULL, dispatched_at = NULL,
-    cancel_requested = false, updated_at = now()
-FROM expired
-WHERE background_jobs.id = expired.id
-RETURNING background_jobs.id, job_type, queue, tenant_id, status;
+SELECT id, job_type, queue, tenant_id, status FROM reaped;
 
 -- name: dispatch_due_jobs
 -- Jobs that became due without a stream entry (delayed, retried, foreign INSERTs).
@@ -507,7 +538,8 @@ WHERE status IN ('completed', 'dead', 'cancelled')
 
 -- name: finish_jobs_with_replies
 -- finish_jobs plus the replies of the completions that applied, in one statement: a stale
--- owner or fence, or a job that did not complete, writes no reply.
+-- owner or fence, or a job that did not complete, writes no reply (and, as in finish_jobs,
+-- records no attempt).
 WITH done AS (
     UPDATE background_jobs AS j
     SET status = u.status,
@@ -525,7 +557,18 @@ WITH done AS (
                 %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
          AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
     WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
-    RETURNING j.id, j.tenant_id, j.status
+    RETURNING j.id, j.tenant_id, j.status, j.fence, j.locked_at, j.locked_by, j.error_class,
+              j.last_error, CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
+), recorded AS (
+    INSERT INTO job_attempts
+        (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
+    SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
+    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                      WHERE o.job_id = done.id AND o.attempt = done.fence)
+), trimmed AS (
+    DELETE FROM job_attempts AS a USING done
+    WHERE done.fence > %(attempts_kept)s AND a.job_id = done.id
+      AND a.attempt <= done.fence - %(attempts_kept)s
 ), added AS (
     INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, dedupe_key)
     SELECT done.tenant_id, r.job_id, r.channel, r.recipient, r.body::jsonb, r.dedupe_key
@@ -879,6 +922,13 @@ WHERE last_heartbeat < now() - make_interval(secs => %(older_than_s)s)
 RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
+-- Per-attempt history (daemon/store/attempts.py; docs/operations.md). finish_jobs,
+-- finish_jobs_with_replies and reap_expired_leases write it.
+
+-- name: list_job_attempts
+SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
+FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT %(limit)s;
+
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
 -- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
 -- statuses its control acts on (model.ACTION_STATUSES): a job that moved on since it was

@@ -193,7 +193,7 @@ WHERE id IN (SELECT id FROM background_jobs
                     OR (id > :created_after_id AND lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0))
                     OR lease_expires_at IS NULL)
              ORDER BY lease_expires_at LIMIT :limit)
-RETURNING id, job_type, queue, tenant_id, status;
+RETURNING id, job_type, queue, tenant_id, status, fence;
 
 -- name: dispatch_due_jobs
 UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0)
@@ -728,6 +728,35 @@ WHERE last_heartbeat < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_
 RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
+-- Per-attempt history (daemon/store/attempts.py; docs/operations.md).
+
+-- name: record_job_attempts
+-- Run by finish_jobs and reap_expired_leases in their BEGIN IMMEDIATE, right after the
+-- fenced UPDATE, for the rows it applied: :attempts is [[job_id, outcome, fence], ...] (a
+-- batch may also name an older fence of the same job: that finish did not apply). Each row
+-- still holds the run's fence (the attempt), claim time, owner and the error just written,
+-- and updated_at is the finish's own database time.
+INSERT INTO job_attempts
+    (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
+SELECT j.id, j.fence, j.locked_at, j.updated_at, j.locked_by,
+       json_extract(a.value, '$[1]'), j.error_class, j.last_error
+FROM json_each(:attempts) AS a
+JOIN background_jobs AS j
+  ON j.id = json_extract(a.value, '$[0]') AND j.fence = json_extract(a.value, '$[2]')
+WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+                  WHERE o.job_id = j.id AND o.attempt = j.fence);
+
+-- name: trim_job_attempts
+-- The same jobs keep their newest :attempts_kept attempts (by the job's fence).
+DELETE FROM job_attempts
+WHERE job_id IN (SELECT json_extract(value, '$[0]') FROM json_each(:attempts))
+  AND attempt <= (SELECT j.fence FROM background_jobs AS j
+                  WHERE j.id = job_attempts.job_id) - :attempts_kept;
+
+-- name: list_job_attempts
+SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
+FROM job_attempts WHERE job_id = :id ORDER BY attempt DESC LIMIT :limit;
+
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
 -- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
 -- statuses its control acts on (model.ACTION_STATUSES): a job that moved on since it was

@@ -131,7 +131,7 @@ WHERE id IN (SELECT id FROM background_jobs
                     OR lease_expires_at IS NULL)
                AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
              ORDER BY lease_expires_at LIMIT :limit)
-RETURNING id, job_type, queue, tenant_id, status;
+RETURNING id, job_type, queue, tenant_id, status, fence;
 
 -- name: dispatch_due_jobs
 UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0), change_seq = (SELECT value + 1 FROM gochatd_change_counter WHERE id = 1)

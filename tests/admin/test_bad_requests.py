@@ -99,7 +99,7 @@ BAD_BULK: list[Any] = [
 WRONG_METHODS = [
     ("DELETE", "/v1/jobs"), ("PUT", "/v1/drain"), ("GET", "/v1/drain"), ("GET", "/v1/pause"),
     ("PATCH", "/v1/queues/default/pause"), ("GET", "/v1/queues/default/resume"),
-    ("GET", "/v1/jobs/retry"), ("PATCH", "/v1/jobs/1"), ("POST", "/healthz"),
+    ("GET", "/v1/jobs/retry"), ("PUT", "/v1/jobs/1"), ("POST", "/healthz"),
     ("POST", "/v1/status"), ("POST", "/metrics"), ("PUT", "/v1/jobs/1/cancel"),
     ("POST", "/v1/openapi.json"), ("DELETE", "/v1/queues"),
 ]

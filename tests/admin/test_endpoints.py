@@ -272,7 +272,7 @@ async def test_job_record_retry_and_cancel(stack: Stack) -> None:
         # dead -> record -> retry -> queued -> completes
         failing = await client.enqueue("test:flaky", {"secret": SECRET})
         dead = await admin.wait_job(failing.id, "dead")
-        assert set(dead) == JOB_FIELDS
+        assert set(dead) == JOB_FIELDS | {"attempt_history"}
         assert (dead["attempts"], dead["fence"]) == (1, 1)
         assert dead["locked_by"] == admin.worker.worker_id
         assert dead["error_class"] == "non_retryable"
@@ -280,10 +280,20 @@ async def test_job_record_retry_and_cancel(stack: Stack) -> None:
         last_error = dead["last_error"]
         assert SECRET not in last_error and "hunter2" not in last_error
         assert "[payload]" in last_error and "password=***" in last_error
+        # The run's record: the same redacted error, the worker, the claim and finish times.
+        [run] = dead["attempt_history"]
+        assert {k: run[k] for k in ("attempt", "outcome", "worker", "error_class", "error")} == {
+            "attempt": 1, "outcome": "dead", "worker": admin.worker.worker_id,
+            "error_class": "non_retryable", "error": last_error}
+        assert run["started_at"] == dead["locked_at"]
+        assert run["finished_at"] == dead["failed_at"]
         retried = await admin.post(f"/v1/jobs/{failing.id}/retry")
         assert (retried["status"], retried["attempts"]) == ("queued", 0)
         completed = await admin.wait_job(failing.id, "completed")
         assert (completed["attempts"], completed["fence"]) == (1, 2)
+        # After the operator's retry the count starts again; the history keeps both runs.
+        assert [(r["attempt"], r["outcome"], r["error"]) for r in completed["attempt_history"]
+                ] == [(2, "completed", None), (1, "dead", last_error)]
         conflict = await admin.http.post(f"/v1/jobs/{failing.id}/retry")
         assert assert_json_error(conflict, 409) == "invalid_transition"
         assert assert_json_error(await admin.http.post(f"/v1/jobs/{failing.id}/cancel"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_process import DaemonFactory, assert_clean, run_cli
+from tests.support.daemon_process import DaemonFactory, assert_clean, poll_until, run_cli
 from tests.support.e2e_jobs import query
 
 
@@ -245,3 +245,44 @@ def test_db_upgrade_and_unmigrated_start(
     daemon.wait_for_event("job_completed", lambda e: e.get("job_id") == job_id)
     assert daemon.stop() == 0
     daemon.assert_clean_output()
+
+
+def test_jobs_show_lists_every_attempt(tmp_path: Path, daemons: DaemonFactory) -> None:
+    """A job that fails, is retried by the operator and completes: ``jobs show`` prints both
+    runs, newest first, with the worker and the redacted error (``--json`` as the API)."""
+    env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path),
+           "GOCHAT_HANDLERS": "tests.support.flaky_handlers"}
+    daemon = daemons.start("attempts", env=env, cwd=tmp_path, mode="polling")
+    worker_id = daemon.events("worker_starting")[0]["worker_id"]
+    marker = tmp_path / "marker"
+    created = run_cli(["enqueue", "test:fail_once", "--payload",
+                       json.dumps({"marker": str(marker)})],
+                      env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    job_id = json.loads(created.stdout)["id"]
+
+    def shown(status: str) -> dict[str, object] | None:
+        result = run_cli(["jobs", "show", str(job_id), "--json"], env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        job: dict[str, object] = json.loads(result.stdout)
+        return job if job["status"] == status else None
+
+    dead = poll_until(lambda: shown("dead"), timeout_s=30, what="job dead")
+    retried = run_cli(["jobs", "retry", str(job_id)], env, cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    done = poll_until(lambda: shown("completed"), timeout_s=30, what="job completed")
+    history = done["attempt_history"]
+    assert isinstance(history, list)
+    assert [(a["attempt"], a["outcome"], a["worker"], a["error_class"]) for a in history] == [
+        (2, "completed", worker_id, None), (1, "dead", worker_id, "non_retryable")]
+    assert history[1]["error"] == dead["last_error"]
+    assert "first attempt fails on purpose" in str(history[1]["error"])
+
+    text = run_cli(["jobs", "show", str(job_id)], env, cwd=tmp_path)
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    assert_clean(text.stdout, "stdout")
+    lines = text.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ATTEMPT"))
+    newest, oldest = lines[header + 1].split(), lines[header + 2].split()
+    assert newest[:2] == ["2", "completed"] and worker_id in newest
+    assert oldest[:2] == ["1", "dead"] and "non_retryable:" in oldest

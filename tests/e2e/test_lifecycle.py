@@ -115,6 +115,12 @@ def test_second_signal_interrupts_now_and_refunds(
     assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
         (job_id, "retrying", 0, "interrupted") for job_id in job_ids
     ], "interrupted jobs go back to retrying with the attempt refunded"
+    runs = query(db_url, "SELECT job_id, attempt, outcome, worker, error_class FROM job_attempts"
+                         " ORDER BY job_id")
+    worker_id = daemon.events("worker_starting")[0]["worker_id"]
+    assert [tuple(r) for r in runs] == [
+        (job_id, 1, "interrupted", worker_id, "interrupted") for job_id in job_ids
+    ], "each interrupted run is in the jobs' attempt history"
     assert sorted(e.job_id for e in executions(db_url)) == sorted(job_ids)
 
 
