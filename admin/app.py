@@ -104,7 +104,7 @@ def create_app(daemon: Control) -> QuartTrio:
         return Response(html, content_type="text/html; charset=utf-8",
                         headers={"Cache-Control": "no-store"})
 
-    from gochatd.admin import api, controls, probes, tenants
+    from gochatd.admin import api, controls, fleet, probes, tenants
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
@@ -112,6 +112,7 @@ def create_app(daemon: Control) -> QuartTrio:
     controls.register(app, daemon)
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
+    fleet.register(app, daemon)
     if daemon.gateway is not None and not daemon.settings.gateway_listen:
         from gochatd.gateway import api as gateway_api
 
