@@ -114,12 +114,12 @@ def _fill(url: str, dialect: str, jobs: int) -> float:
             for name, params in steps:
                 conn.execute(queries[name].encode(), params)
     else:
-        conn = sqlite3.connect(SqliteStore.from_url(url).path, isolation_level=None)
+        lite = sqlite3.connect(SqliteStore.from_url(url).path, isolation_level=None)
         try:
             for name, params in steps:
-                conn.execute(queries[name], params)
+                lite.execute(queries[name], params)
         finally:
-            conn.close()
+            lite.close()
     return time.perf_counter() - t0
 
 
