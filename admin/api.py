@@ -13,7 +13,7 @@ from gochatd.admin.app import ApiError, json_body
 from gochatd.admin.openapi import openapi_document
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
 from gochatd.job_controls import admin_actor
-from gochatd.model import Job, JobFilter, JobStatus
+from gochatd.model import MAX_SEARCH_CHARS, Job, JobFilter, JobStatus
 from gochatd.registry import QUEUE_RE
 
 if TYPE_CHECKING:
@@ -102,6 +102,23 @@ def _queue_arg(raw: Any) -> str | None:
     if value is not None and not QUEUE_RE.match(value):
         raise ApiError(400, "bad_request", "queue must match [A-Za-z0-9_-]{1,64}")
     return value
+
+
+def _flag_arg(name: str, raw: str | None) -> bool:
+    if raw is None or raw == "":
+        return False
+    if raw not in {"true", "false", "1", "0"}:
+        raise ApiError(400, "bad_request", f"{name} must be true or false")
+    return raw in {"true", "1"}
+
+
+def _order_arg(raw: str | None) -> bool:
+    """``order``: newest (the default) or oldest first; True for newest."""
+    if raw is None or raw == "" or raw == "newest":
+        return True
+    if raw != "oldest":
+        raise ApiError(400, "bad_request", "order must be newest or oldest")
+    return False
 
 
 def _status_arg(raw: Any) -> JobStatus | None:
@@ -251,8 +268,12 @@ def _register_jobs(app: QuartTrio, daemon: Control) -> None:
             job_type=_text_arg("job_type", args.get("job_type")),
             limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
             after_id=_cursor_arg(args.get("cursor")),
+            newest_first=_order_arg(args.get("order")),
+            search=_text_arg("q", args.get("q"), MAX_SEARCH_CHARS),
+            scheduled=_flag_arg("scheduled", args.get("scheduled")),
         )
-        jobs = await daemon.store.list_jobs(flt) if _storable(flt.tenant_id, flt.job_type) else []
+        storable = _storable(flt.tenant_id, flt.job_type, flt.search)
+        jobs = await daemon.store.list_jobs(flt) if storable else []
         cursor = str(jobs[-1].id) if len(jobs) == flt.limit else None
         return jsonify({"jobs": [job_json(j) for j in jobs], "next_cursor": cursor})
 

@@ -106,7 +106,7 @@ def create_app(daemon: Control) -> QuartTrio:
     register_errors(app, daemon)
 
     _register_dashboard(app)
-    from gochatd.admin import api, controls, periodic, probes, tenants
+    from gochatd.admin import api, controls, fleet, periodic, probes, tenants
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
@@ -114,6 +114,7 @@ def create_app(daemon: Control) -> QuartTrio:
     controls.register(app, daemon)
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
+    fleet.register(app, daemon)
     periodic.register(app, daemon)
     if daemon.gateway is not None and not daemon.settings.gateway_listen:
         from gochatd.gateway import api as gateway_api

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import gochatd
+from gochatd.admin.fleet_openapi import fleet_paths, fleet_schemas
 from gochatd.admin.periodic import periodic_path, periodic_schemas
 from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
 from gochatd.model import AttemptOutcome, JobStatus
@@ -145,6 +146,11 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                                                     "maximum": 500}},
         {"name": "cursor", "in": "query", "description": "next_cursor of the previous page",
          "schema": {"type": "string", "pattern": "^[0-9]{0,19}$"}},
+        {"name": "order", "in": "query", "schema": {"enum": ["newest", "oldest", ""]}},
+        {"name": "q", "in": "query", "description": "an id, or text in the job type, the "
+         "tenant or the payload", "schema": _TEXT_FILTER},
+        {"name": "scheduled", "in": "query", "description": "only jobs not yet due, soonest "
+         "first", "schema": {"type": "string", "enum": ["true", "false", "1", "0", ""]}},
     ]
     return {
         "openapi": "3.1.0",
@@ -201,6 +207,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
             "/v1/jobs/{job_id}/cancel": _post("Cancel a job (running: via its heartbeat)",
                                               _json(_ref("Job"), "cancelled"), [_JOB_ID]),
             **outbox_paths(_get, _post, _json, _ref, _TEXT_FILTER),
+            **fleet_paths(_get, _json, _ref, _ERRORS),
         },
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
@@ -208,6 +215,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                                               "description": "a tenant API key (gateway.keys)"}},
             "schemas": {
                 **outbox_schemas(_ref),
+                **fleet_schemas(_ref),
                 **periodic_schemas(),
                 **gateway_schemas(_ref),
                 **_CONTROL_SCHEMAS,

@@ -133,7 +133,9 @@ def _add_jobs_parser(sub: Any) -> None:
     ls.add_argument("--tenant")
     ls.add_argument("--type", dest="job_type")
     ls.add_argument("--limit", type=limit, default=10_000, help="at most this many (default 10000)")
-    ls.add_argument("--after-id", type=after_id)
+    ls.add_argument("--after-id", type=after_id, help="the cursor: the last id of a page")
+    ls.add_argument("--order", choices=["oldest", "newest"], default="oldest")
+    ls.add_argument("--search", help="an id, or text in the type, tenant or payload")
     ls.add_argument("--json", action="store_true")
     for name in ("show", "retry", "cancel", "delete", "run-now", "discard"):
         p = jobs_sub.add_parser(name, help=_JOB_CONTROLS.get(name))

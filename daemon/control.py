@@ -19,6 +19,7 @@ from gochatd.counters import Counters
 from gochatd.gateway.gateway import Gateway
 from gochatd.jobpool import ActiveJobs
 from gochatd.lifecycle import Lifecycle, State
+from gochatd.loops.fleet import FleetBeat
 from gochatd.loops.pauses import PauseFollower
 from gochatd.metrics import Metrics
 from gochatd.outbox.metrics import OutboxMetrics
@@ -32,7 +33,7 @@ class Control:
     def __init__(
         self, *, worker_id: str, store: RoutingStore, client: Client, gateway: Gateway | None,
         lifecycle: Lifecycle, jobs: ActiveJobs, counters: Counters, queues: QueueSelection,
-        pauses: PauseFollower, reloader: Reloader, wakeups: Wakeups, metrics: Metrics,
+        pauses: PauseFollower, fleet: FleetBeat, reloader: Reloader, wakeups: Wakeups, metrics: Metrics,
         outbox_metrics: OutboxMetrics, log: structlog.typing.FilteringBoundLogger,
     ) -> None:
         self.worker_id = worker_id
@@ -48,6 +49,7 @@ class Control:
         self._counters = counters
         self._queues = queues
         self._pauses = pauses
+        self._fleet = fleet
         self._reloader = reloader
         self._wakeups = wakeups
         #: What the listeners took ("admin", "gateway"), set as each starts.
@@ -89,6 +91,10 @@ class Control:
 
     async def refresh_pauses(self) -> None:
         await self._pauses.run_once()
+
+    async def refresh_fleet(self) -> None:
+        """A request for this very daemon (POST /v1/fleet/<id>/...): apply it now."""
+        await self._fleet.run_once()
 
     def new_work(self) -> None:
         """Jobs became claimable (an operator's requeue): wake the intake and the scheduler."""

@@ -3,6 +3,9 @@
 Components call ``inc``; ``/v1/status`` shows every counter and ``/metrics`` exports the
 ones named in ``metrics.EXPORTED_COUNTERS`` (read at scrape time). A transient error of the
 store or Redis is counted and logged the same way everywhere (``transient_error``).
+
+``FinishTally`` is the throughput charts' side: the finisher's committed outcomes per
+(queue, job type), in memory until ``loops/stats.py`` adds them to the database.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Iterator, Mapping
 
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.logs import get_logger
+from gochatd.model import Outcome
+from gochatd.store.fleet import FinishCounts
 
 
 class Counters(Mapping[str, int]):
@@ -37,3 +42,42 @@ class Counters(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self._values)
+
+
+#: The outcomes the throughput charts count, and the column each one adds to (a cancel or a
+#: shutdown's interruption is neither a success nor a failure there).
+_CHARTED = {Outcome.COMPLETED: 0, Outcome.DEAD: 1, Outcome.RETRY: 2}
+
+
+class FinishTally:
+    """Applied finishes per (queue, job type) since the last ``take``: one dict update per
+    finish on the finisher's path, one database upsert per flush (loops/stats.py)."""
+
+    def __init__(self) -> None:
+        self._counts: dict[tuple[str, str], list[int]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._counts)
+
+    def add(self, queue: str, job_type: str, outcome: Outcome, n: int = 1) -> None:
+        column = _CHARTED.get(outcome)
+        if column is None:
+            return
+        counts = self._counts.get((queue, job_type))
+        if counts is None:
+            counts = self._counts[(queue, job_type)] = [0, 0, 0]
+        counts[column] += n
+
+    def take(self) -> list[FinishCounts]:
+        """Everything counted so far, and start again from zero."""
+        taken, self._counts = self._counts, {}
+        return [FinishCounts(queue, job_type, c[0], c[1], c[2])
+                for (queue, job_type), c in taken.items()]
+
+    def give_back(self, counts: list[FinishCounts]) -> None:
+        """A flush that failed: its counts go back, to be added with the next one."""
+        for c in counts:
+            for outcome, n in ((Outcome.COMPLETED, c.completed), (Outcome.DEAD, c.failed),
+                               (Outcome.RETRY, c.retried)):
+                if n:
+                    self.add(c.queue, c.job_type, outcome, n)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 import trio
 
-from gochatd.counters import Counters
+from gochatd.counters import Counters, FinishTally
 from gochatd.dispatch.entries import StreamEntry
 from gochatd.lifecycle import STOP_NOW_S, Lifecycle
 from gochatd.logs import get_logger
@@ -65,10 +65,13 @@ class ActiveJobs:
 
 
 class FinishOutcomes:
-    """What the finisher reports after each committed batch: counters, metrics, wake-ups."""
+    """What the finisher reports after each committed batch: counters, metrics, the
+    throughput charts' tally (flushed by loops/stats.py), wake-ups."""
 
-    def __init__(self, counters: Counters, metrics: Metrics, wakeups: Wakeups) -> None:
+    def __init__(self, counters: Counters, metrics: Metrics, wakeups: Wakeups,
+                 tally: FinishTally | None = None) -> None:
         self._counters, self._metrics, self._wakeups = counters, metrics, wakeups
+        self.tally = tally if tally is not None else FinishTally()
 
     def __call__(self, batch: list[FinishRequest]) -> None:
         retried = replies = False
@@ -81,8 +84,9 @@ class FinishOutcomes:
                 replies = replies or bool(finish.replies)
                 self._counters.inc(f"finished_{finish.outcome.value}")
                 if request.job is not None:
-                    self._metrics.count_finished(
-                        request.job.queue, request.job.job_type, finish.outcome.value)
+                    job = request.job
+                    self._metrics.count_finished(job.queue, job.job_type, finish.outcome.value)
+                    self.tally.add(job.queue, job.job_type, finish.outcome)
         if retried:
             self._wakeups.new_work()
         if replies:

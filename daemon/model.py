@@ -282,7 +282,19 @@ class JobFilter:
     tenant_id: str | None = None
     job_type: str | None = None
     limit: int = 100
+    #: The cursor: the last id of the previous page (in the chosen order).
     after_id: int | None = None
+    #: Newest first (the admin API's default) rather than oldest first.
+    newest_first: bool = False
+    #: Search text: an id, or a piece of the job type, the tenant or the payload's text
+    #: (``%`` and ``_`` are literal); at most ``MAX_SEARCH_CHARS``.
+    search: str | None = None
+    #: Only waiting jobs not yet due, soonest first (the order flag is then moot).
+    scheduled: bool = False
+
+
+#: The longest search text a listing takes.
+MAX_SEARCH_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,8 @@
      ├── finisher        batches fenced finishes, then XACKs          loops/finish.py
      ├── reaper          expired leases -> retrying/dead              loops/reap.py
      ├── retention       deletes old finished jobs in batches         loops/retention.py
+     ├── stats           finish tally -> per-minute counters          loops/stats.py
+     ├── fleet           this daemon's fleet row; operator requests   loops/fleet.py
      ├── heartbeat       extends leases, sees cancels                 loops/heartbeat.py
      ├── notify          LISTEN/NOTIFY or data_version wake-ups       loops/notify.py
      ├── pauses          fleet-wide queue pauses from the store       loops/pauses.py
@@ -29,7 +31,8 @@ stopping, stopped) and its moves are ``lifecycle.py``'s; the admin API sees ``co
 Stop: the claims end (no new claims) -> in-flight handlers get ``shutdown_grace_s`` ->
 the rest are interrupted (back to retrying, attempt refunded) -> the finish channel is
 closed by its owner (the pool) -> the finisher drains -> the admin server finishes its
-requests -> the root nursery is cancelled. A second stop skips what is left of the grace:
+requests -> the root nursery is cancelled -> the last finish counts are flushed and this
+daemon's fleet row is removed (both shielded, bounded). A second stop skips what is left of the grace:
 handlers are interrupted at once and written back within ``STOP_NOW_S`` (exit 0; 1 if that
 bound ran out). A third cancels the root (exit 1).
 """
@@ -58,6 +61,7 @@ from gochatd.lifecycle import STOP_NOW_S, Lifecycle, State
 from gochatd.logs import get_logger
 from gochatd.loops.capped_backlog import BacklogConfig, CappedBacklog
 from gochatd.loops.finish import Finisher
+from gochatd.loops.fleet import FleetBeat
 from gochatd.loops.heartbeat import Heartbeat
 from gochatd.loops.intake import Intake, IntakeConfig
 from gochatd.loops.notify import NotifyListener
@@ -65,6 +69,7 @@ from gochatd.loops.pauses import PauseFollower
 from gochatd.loops.reap import ReapConfig, Reaper
 from gochatd.loops.retention import Retention, RetentionPolicy
 from gochatd.loops.schedule import ScheduleConfig, Scheduler
+from gochatd.loops.stats import StatsFlusher
 from gochatd.loops.watchdog import Watchdog
 from gochatd.metrics import Metrics
 from gochatd.migrate.follower import RouteFollower
@@ -142,8 +147,8 @@ class Worker:
         self.outbox_metrics = OutboxMetrics(self.metrics.registry)
         # Job types without a Python handler may be run by an HTTP endpoint (handlers.http).
         self.http_handlers = HttpHandlers(settings.handlers_http)
-        self.finisher = Finisher(self.store, lambda: self.streams,
-                                 FinishOutcomes(self.counters, self.metrics, self.wakeups),
+        self.outcomes = FinishOutcomes(self.counters, self.metrics, self.wakeups)
+        self.finisher = Finisher(self.store, lambda: self.streams, self.outcomes,
                                  self.jobs.__len__)
         self.pool = JobPool(
             self.jobs, lifecycle=self.lifecycle, finisher=self.finisher, registry=registry,
@@ -154,7 +159,7 @@ class Worker:
         self.control = Control(
             worker_id=worker_id, store=self.store, client=self.client, gateway=self.gateway,
             lifecycle=self.lifecycle, jobs=self.jobs, counters=self.counters,
-            queues=self.queues, pauses=self.pauses, reloader=self.reloader,
+            queues=self.queues, pauses=self.pauses, fleet=self.fleet, reloader=self.reloader,
             wakeups=self.wakeups, metrics=self.metrics, outbox_metrics=self.outbox_metrics,
             log=self.log)
         self.admin_address: str | None = None
@@ -173,13 +178,15 @@ class Worker:
                                    metrics=self.metrics, counters=counters, worker_id=wid)
         self.heartbeat = Heartbeat(store=store, jobs=self.jobs, worker_id=wid,
                                    lease_s=settings.worker_lease_s, counters=counters)
+        self.stats = StatsFlusher(store=store, tally=self.outcomes.tally, counters=counters)
+        self.fleet = FleetBeat(store=store, lifecycle=self.lifecycle, pool=self.pool,
+                               counters=counters, worker_id=wid)
         self.notify = NotifyListener(store=store, wakeups=wakeups, counters=counters)
         self.pauses = PauseFollower(store=store, queues=self.queues, wakeups=wakeups,
                                     counters=counters, worker_id=wid)
         self.routes = RouteFollower(store=store, worker_id=wid, wakeups=wakeups,
                                     counters=counters)
-        self.scheduler = Scheduler(
-            ScheduleConfig.from_settings(settings), store=store, streams=self.streams,
+        self.scheduler = Scheduler(ScheduleConfig.from_settings(settings), store=store, streams=self.streams,
             queues=self.queues, lifecycle=self.lifecycle, wakeup=wakeups.schedule,
             counters=counters, worker_id=wid) if self.streams is not None else None
         self.watchdog = Watchdog(notifier=self.lifecycle.notifier, lifecycle=self.lifecycle)
@@ -209,10 +216,8 @@ class Worker:
         return self.reloader.settings
 
     def _run_policy(self, settings: Settings) -> RunPolicy:
-        return RunPolicy(
-            Backoff(settings.worker_retry_base_s, settings.worker_retry_cap_s),
-            fallback=self.http_handlers.resolve if self.http_handlers else None,
-        )
+        return RunPolicy(Backoff(settings.worker_retry_base_s, settings.worker_retry_cap_s),
+                         fallback=self.http_handlers.resolve if self.http_handlers else None)
 
     def _apply_reloadable(self, settings: Settings) -> None:
         self.pool.reconfigure(settings.worker_concurrency, settings.worker_shutdown_grace_s,
@@ -303,8 +308,8 @@ class Worker:
     def _root_loops(self) -> list[Loop]:
         """The root nursery's loops, in start order (each calls ``task_status.started()``)."""
         loops: list[Loop] = [self.finisher.run, self.reaper.run, self.retention.run,
-                             self.heartbeat.run, self.notify.run, self.pauses.run,
-                             self.routes.run]
+                             self.stats.run, self.fleet.run, self.heartbeat.run,
+                             self.notify.run, self.pauses.run, self.routes.run]
         if self.scheduler is not None:
             loops.append(self.scheduler.run)
         if self.watchdog.enabled:
@@ -344,6 +349,9 @@ class Worker:
                 await self._start_servers(root)
                 await self.pool.serve([self.intake.run, self.capped_backlog.run])
                 written_back = await self._stop_rest(root)
+            if written_back and not self.counters["forced_stop"]:  # the last counts; this
+                await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
+                await self.fleet.remove()
         # After the nursery: a forced stop cancels the root scope, so nothing in its body
         # after the cancelled await runs.
         forced = self.counters["forced_stop"] > 0 or not written_back

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gochatd.errors import InvalidJob
-from gochatd.model import EnqueueRequest, JobFilter, JobSelection
+from gochatd.model import MAX_SEARCH_CHARS, EnqueueRequest, JobFilter, JobSelection
 from gochatd.new_job import NewJob, as_new_job
 from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY
 
@@ -199,6 +199,11 @@ def validate_filter(flt: JobFilter) -> JobFilter:
         or len(flt.job_type) > 200
     ):
         raise InvalidJob("job_type: expected letters, digits, '_', '-', '.' and ':' (max 200)")
+    if flt.search is not None and (
+        not isinstance(flt.search, str) or not 1 <= len(flt.search) <= MAX_SEARCH_CHARS
+        or "\x00" in flt.search or not _is_text(flt.search)
+    ):
+        raise InvalidJob(f"search: expected 1-{MAX_SEARCH_CHARS} characters of text")
     return flt
 
 

@@ -75,7 +75,7 @@ def pg_clean(pg_migrated: str) -> str:
             "TRUNCATE background_jobs, job_attempts, reply_outbox, gochatd_periodic_slots,"
             " gochatd_queue_pauses,"
             " gochatd_routes, gochatd_route_acks, gochatd_change_tombstones, gochatd_migrations,"
-            " gochatd_job_types"
+            " gochatd_job_types, gochatd_job_counts, gochatd_daemons"
             " RESTART IDENTITY"
         )
         # A database that never took part in a move: what `gochatd migrate start` installs

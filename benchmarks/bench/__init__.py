@@ -11,6 +11,7 @@ as a table (figure, target, measured, pass/miss) and, with ``--json``, written a
     idle_tx.py         an idle-in-transaction holder under steady load          (PostgreSQL)
     migrate.py         a live move of 1M jobs SQLite -> PostgreSQL, phase by phase
     migrate_overhead.py  the enqueue cost of 0007's change tracking             (both)
+    dashboard.py       the fleet dashboard's queries with 1M jobs               (both)
     profiling.py       ``--profile``: pyinstrument over one drain
 """
 
@@ -109,6 +110,10 @@ async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> No
         from benchmarks.bench.migrate import run_migrate
 
         await run_migrate(opts, report)
+    elif scenario == "dashboard":
+        from benchmarks.bench.dashboard import run_dashboard
+
+        await run_dashboard(opts, report)
 
 
 __all__ = ["BenchOptions", "run_bench"]

@@ -14,7 +14,7 @@ BACKENDS = ("sqlite", "postgres", "postgres+redis", "postgres+redis-cluster")
 #: ``--pgbouncer``: each PostgreSQL backend's twin through a pgbouncer in transaction mode.
 POOLED = {"postgres": "pgbouncer", "postgres+redis": "pgbouncer+redis"}
 SCENARIOS = ("throughput", "latency", "daemon", "runtimes", "backlog", "soak", "idle-in-tx",
-             "migrate")
+             "migrate", "dashboard")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
 CORE_SCENARIOS = ("throughput", "latency", "daemon", "runtimes")
 DEFAULT_PG = "postgresql://root@127.0.0.1:5432/test"
@@ -42,6 +42,7 @@ class Sizes:
     migrate_batches: int  # ... enqueue_many calls per variant and round
     migrate_batch: int  # ... jobs per enqueue_many
     runtime_rounds: int  # runtimes: alternating rounds of each producer and handler runtime
+    dashboard_jobs: int  # dashboard: jobs in the table its queries are timed on
 
 
 FULL = Sizes(
@@ -49,14 +50,14 @@ FULL = Sizes(
     soak_jobs=1_000_000, backlog_small=10_000, backlog_big=1_000_000, backlog_rounds=25,
     idle_tx_hold_s=600.0, idle_tx_clean_s=60.0, idle_tx_rate=1000.0, stats_interval_s=10.0,
     migrate_jobs=1_000_000, migrate_rounds=7, migrate_samples=300, migrate_batches=3,
-    migrate_batch=1_000, runtime_rounds=3,
+    migrate_batch=1_000, runtime_rounds=3, dashboard_jobs=1_000_000,
 )
 SMOKE = Sizes(
     jobs=300, idle_samples=20, half_load_s=1.0, delayed_jobs=20, delayed_ahead_s=0.2,
     soak_jobs=2_000, backlog_small=2_000, backlog_big=10_000, backlog_rounds=5,
     idle_tx_hold_s=2.0, idle_tx_clean_s=1.0, idle_tx_rate=200.0, stats_interval_s=0.5,
     migrate_jobs=2_000, migrate_rounds=2, migrate_samples=30, migrate_batches=1,
-    migrate_batch=200, runtime_rounds=1,
+    migrate_batch=200, runtime_rounds=1, dashboard_jobs=5_000,
 )
 
 

@@ -99,3 +99,44 @@ WHERE id IN (SELECT id FROM background_jobs WHERE status IN ('queued', 'running'
 -- tombstone.
 DELETE FROM background_jobs
 WHERE id IN (SELECT id FROM background_jobs WHERE status = 'completed' ORDER BY id LIMIT :count);
+
+-- name: bench_fill_dashboard
+-- As queries_postgres.sql: ids :first.. (:count of them), the same mix of statuses.
+WITH RECURSIVE n(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM n WHERE i < :first + :count - 1),
+     s(i, status) AS (
+         SELECT i, CASE WHEN i % 1000 < 900 THEN 'completed' WHEN i % 1000 < 950 THEN 'dead'
+                        WHEN i % 1000 < 960 THEN 'cancelled' WHEN i % 1000 < 965 THEN 'running'
+                        WHEN i % 1000 < 985 THEN 'queued' ELSE 'retrying' END FROM n),
+     t(now) AS (SELECT ((julianday('now') - 2440587.5) * 86400.0))
+INSERT INTO background_jobs (tenant_id, job_type, queue, payload, status, attempts,
+                             max_attempts, scheduled_at, completed_at, failed_at, locked_by,
+                             locked_at, lease_expires_at)
+SELECT 't' || (i % 50), 'type:' || (i % 20),
+       CASE i % 3 WHEN 0 THEN 'default' WHEN 1 THEN 'high' ELSE 'low' END,
+       json_object('user', 'user-' || i, 'order', i, 'note', 'lorem ipsum dolor sit'),
+       status, 1, 25,
+       CASE WHEN status IN ('queued', 'retrying') AND i % 2 = 0 THEN now + 60 + i % 3600
+            ELSE now - 3600.0 END,
+       CASE WHEN status = 'completed' THEN now END,
+       CASE WHEN status = 'dead' THEN now END,
+       CASE WHEN status = 'running' THEN 'bench' END,
+       CASE WHEN status = 'running' THEN now END,
+       CASE WHEN status = 'running' THEN now + 3600.0 END
+FROM s, t;
+
+-- name: bench_fill_job_counts
+WITH RECURSIVE m(m) AS (SELECT 0 UNION ALL SELECT m + 1 FROM m WHERE m < 2 * 1440 - 1),
+     q(q) AS (VALUES ('default'), ('high'), ('low')),
+     t(t) AS (SELECT 0 UNION ALL SELECT t + 1 FROM t WHERE t < 19)
+INSERT INTO gochatd_job_counts (minute, queue, job_type, completed, failed, retried)
+SELECT CAST(((julianday('now') - 2440587.5) * 86400.0) / 60 AS INTEGER) * 60.0 - m * 60.0,
+       q, 'type:' || t, 10, 1, 2
+FROM m, q, t;
+
+-- name: bench_fill_daemons
+WITH RECURSIVE d(d) AS (SELECT 1 UNION ALL SELECT d + 1 FROM d WHERE d < 20)
+INSERT INTO gochatd_daemons (id, host, pid, mode, version, concurrency, in_flight)
+SELECT 'bench-' || d, 'host-' || d, 1000 + d, 'streams', '0', 16, 8 FROM d;
+
+-- name: bench_vacuum_all
+ANALYZE;

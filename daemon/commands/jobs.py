@@ -35,7 +35,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         flt = validate_filter(JobFilter(
             status=JobStatus(args.status) if args.status else None, queue=args.queue,
             tenant_id=args.tenant, job_type=args.job_type, limit=args.limit,
-            after_id=args.after_id,
+            after_id=args.after_id, newest_first=args.order == "newest", search=args.search,
         ))
     selection = _selection(args) if command == "bulk" else None
 

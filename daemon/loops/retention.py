@@ -8,6 +8,10 @@ so a large backlog never holds locks, or SQLite's write lock, for long. Every da
 this loop; on PostgreSQL they skip each other's rows. Once a job is deleted its idempotency
 key is free: the same key enqueues a new job. Stream entries are not kept here: the sweep
 trims acknowledged entries (``loops/schedule.py``).
+
+The same pass prunes the fleet dashboard's tables: per-minute finish counters older than
+``COUNTS_KEEP_S`` (two days; the charts show at most one) and the rows of daemons whose
+heartbeat stopped more than ``DAEMONS_KEEP_S`` ago (killed, never removed theirs).
 """
 
 from __future__ import annotations
@@ -32,6 +36,10 @@ PAUSE_S = 0.05
 #: than the longest read-only window a cutover accepts, so a rollback's check still sees
 #: every delete the destination made.
 TOMBSTONES_KEEP_S = 31 * 86400.0
+#: Per-minute finish counters (loops/stats.py) are kept two days: the charts show one.
+COUNTS_KEEP_S = 2 * 86400.0
+#: A daemon row whose heartbeat stopped this long ago is deleted (loops/fleet.py).
+DAEMONS_KEEP_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +83,19 @@ async def prune_once(
         pruned[status] = total
     while True:
         if await store.prune_change_tombstones(TOMBSTONES_KEEP_S, policy.batch) < policy.batch:
-            return pruned
+            break
         await trio.sleep(pause_s)
+    await prune_fleet_tables(store, policy.batch, pause_s)
+    return pruned
+
+
+async def prune_fleet_tables(store: JobStore, batch: int, pause_s: float = PAUSE_S) -> None:
+    """The dashboard's counters past ``COUNTS_KEEP_S`` and dead daemons' rows."""
+    while True:
+        if await store.prune_job_counts(COUNTS_KEEP_S, batch) < batch:
+            break
+        await trio.sleep(pause_s)
+    await store.prune_daemons(DAEMONS_KEEP_S)
 
 
 async def count_prunable(store: JobStore, policy: RetentionPolicy) -> dict[JobStatus, int]:

@@ -28,11 +28,12 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import OutboxStore
 from gochatd.periodic_jobs.slots import PeriodicSlotStore
+from gochatd.store.fleet import FleetStore
 from gochatd.store.job_types import JobTypeStore
 from gochatd.store.route_table import RouteTable
 
 
-class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
+class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protocol):
     #: "postgres" or "sqlite"
     dialect: str
     #: True when other processes' inserts can wake this one (LISTEN/NOTIFY).
@@ -144,7 +145,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
         store/attempts.py); empty for a job never run, or unknown."""
         ...
 
-    async def list_jobs(self, flt: JobFilter) -> list[Job]: ...
+    async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        """A page of jobs in the filter's order (oldest or newest first by id, or the
+        scheduled ones soonest first), after the cursor ``flt.after_id``."""
+        ...
+
     async def requeue_job(self, job_id: int) -> Job:
         """An operator's retry (``jobs retry``): dead or cancelled -> queued, attempts reset."""
         ...
@@ -172,6 +177,10 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, Protocol):
         ...
 
     async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
+    async def count_scheduled_jobs(self) -> int:
+        """Queued or retrying jobs not yet due (database clock)."""
+        ...
+
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         """Retention: delete up to ``limit`` jobs of a terminal ``status`` whose last change
         (``updated_at``) is older than ``older_than_s`` by the database clock; the count."""

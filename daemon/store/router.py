@@ -42,10 +42,10 @@ from gochatd.model import (
 from gochatd.periodic_jobs.slots import SlotClaim
 from gochatd.store.router_base import ROUTES_SCHEMA, ScopedStore, concat, group_by
 from gochatd.store.router_controls import RoutedControls
-from gochatd.store.router_outbox import RoutedOutbox
+from gochatd.store.router_fleet import RoutedFleet
 
 
-class RoutedStore(RoutedOutbox, RoutedControls):
+class RoutedStore(RoutedFleet, RoutedControls):
     """A ``JobStore`` (see store/base.py for each method's contract)."""
 
     # -- one tenant's writes ---------------------------------------------------------------
@@ -232,7 +232,11 @@ class RoutedStore(RoutedOutbox, RoutedControls):
         if flt.tenant_id is not None:
             return await self._store_now(flt.tenant_id).list_jobs(flt)
         jobs = concat(await self._each(lambda s: s.list_jobs(flt)))
-        jobs.sort(key=lambda j: j.id)  # each database pages by ascending id
+        # Each database pages in the filter's order: merge in it.
+        if flt.scheduled:
+            jobs.sort(key=lambda j: (j.scheduled_at, j.id))
+        else:
+            jobs.sort(key=lambda j: j.id, reverse=flt.newest_first)
         return jobs[:flt.limit]
 
     async def requeue_job(self, job_id: int) -> Job:
@@ -255,6 +259,9 @@ class RoutedStore(RoutedOutbox, RoutedControls):
             for status, n in counts.items():
                 totals[status] += n
         return dict(totals)
+
+    async def count_scheduled_jobs(self) -> int:
+        return sum(await self._each(lambda s: s.count_scheduled_jobs()))
 
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         return sum(await self._each(

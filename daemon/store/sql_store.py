@@ -32,13 +32,48 @@ from gochatd.periodic_jobs.slots import SqlPeriodicOps
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
 from gochatd.store.capped_claims import Caps
 from gochatd.store.controls import SqlControlOps
+from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
 from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
 
+#: The largest id a search text may name (bigint).
+_MAX_ID = 2**63 - 1
+#: A text search looks at the newest this many ids of a database (docs/operations.md,
+#: "Listing jobs"): bounded, whatever the table holds; an id is found anywhere.
+SEARCH_WINDOW = 10_000
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps):
+
+def search_params(text: str | None) -> dict[str, Any]:
+    """A listing's search as the queries take it: ``pattern`` matches the text anywhere, its
+    ``%``, ``_`` and ``\\`` literal (``ESCAPE '\\'``); ``search_id`` is the text as an id."""
+    if not text:
+        return {"pattern": None, "search_id": None, "search_after_id": None}
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    digits = text.strip()
+    as_id = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
+    return {"pattern": f"%{escaped}%",
+            "search_id": as_id if as_id is not None and as_id <= _MAX_ID else None,
+            "search_after_id": None}
+
+
+def page_with(jobs: list[Job], job: Job, flt: JobFilter) -> list[Job]:
+    """``jobs`` (one page of ``flt``) with ``job`` too, if it passes the filter and falls
+    within the page in its order."""
+    matches = ((flt.status is None or job.status is flt.status)
+               and flt.queue in (None, job.queue) and flt.tenant_id in (None, job.tenant_id)
+               and flt.job_type in (None, job.job_type) and not flt.scheduled)
+    after = flt.after_id is None or (job.id < flt.after_id if flt.newest_first
+                                     else job.id > flt.after_id)
+    if not matches or not after:
+        return jobs
+    merged = sorted([*jobs, job], key=lambda j: j.id, reverse=flt.newest_first)
+    return merged[:flt.limit] if len(jobs) >= flt.limit else merged
+
+
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
+                  SqlFleetOps):
     # -- what a backend provides -----------------------------------------------------------
 
     async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
@@ -245,8 +280,13 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         return [self._attempt(r) for r in rows]
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
+        name = ("list_scheduled_jobs" if flt.scheduled
+                else "list_jobs_newest" if flt.newest_first else "list_jobs")
+        search = search_params(flt.search)
+        if search["pattern"] is not None:  # bounded: the newest SEARCH_WINDOW ids
+            search["search_after_id"] = max(0, await self.newest_job_id() - SEARCH_WINDOW)
         rows = await self._read(
-            "list_jobs",
+            name,
             {
                 "status": flt.status.value if flt.status else None,
                 "queue": flt.queue,
@@ -254,9 +294,21 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
                 "job_type": flt.job_type,
                 "after_id": flt.after_id,
                 "limit": flt.limit,
+                **search,
             },
         )
-        return [self._job(r) for r in rows]
+        jobs = [self._job(r) for r in rows]
+        named = search["search_id"]
+        if named is not None and named <= (search["search_after_id"] or 0):
+            # An id older than the window: looked up by its key, kept if the page holds it.
+            job = await self.get_job(named)
+            if job is not None and named not in {j.id for j in jobs}:
+                jobs = page_with(jobs, job, flt)
+        return jobs
+
+    async def count_scheduled_jobs(self) -> int:
+        rows = await self._read("count_scheduled_jobs", {})
+        return int(rows[0][0]) if rows else 0
 
     async def requeue_job(self, job_id: int) -> Job:
         rows = await self._write("requeue_job", {"id": job_id})

@@ -315,6 +315,10 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
        traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s;
 
 -- name: list_jobs
+-- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
+-- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -323,9 +327,58 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
-  AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id > coalesce(%(after_id)s::bigint, 0)
 ORDER BY id
 LIMIT %(limit)s;
+
+-- name: list_jobs_newest
+-- Newest first (the admin API's default): the primary key read backwards, or
+-- background_jobs_status_idx with a status.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id < coalesce(%(after_id)s::bigint, 9223372036854775807)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: list_scheduled_jobs
+-- Waiting jobs not yet due, soonest first (background_jobs_waiting_idx); the cursor is the
+-- last id of the previous page, whose (scheduled_at, id) the next page starts after.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND status IN ('queued', 'retrying') AND scheduled_at > now()
+  AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
+       SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))
+ORDER BY scheduled_at, id
+LIMIT %(limit)s;
+
+-- name: count_scheduled_jobs
+-- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
+SELECT count(*) FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at > now();
 
 -- name: requeue_job
 UPDATE background_jobs
@@ -787,6 +840,87 @@ RETURNING job_type;
 SELECT job_type, queue, max_attempts, timeout_s, updated_at, published_by
 FROM gochatd_job_types
 ORDER BY job_type;
+
+-- The fleet dashboard (migration 0012; docs/operations.md, "The fleet" and "Throughput
+-- charts"). Not tenant data: the routed store runs these on the home database only.
+
+-- name: add_job_counts
+-- A daemon's finishes since its last flush (loops/stats.py), added to the current minute by
+-- the database clock. Items arrive as one JSON array of {queue, job_type, completed, failed,
+-- retried}, one per (queue, job_type).
+INSERT INTO gochatd_job_counts AS c (minute, queue, job_type, completed, failed, retried)
+SELECT date_trunc('minute', now()), t.queue, t.job_type, t.completed, t.failed, t.retried
+FROM jsonb_to_recordset(%(counts)s::jsonb)
+     AS t(queue text, job_type text, completed bigint, failed bigint, retried bigint)
+ON CONFLICT (minute, queue, job_type) DO UPDATE
+SET completed = c.completed + excluded.completed, failed = c.failed + excluded.failed,
+    retried = c.retried + excluded.retried;
+
+-- name: job_counts
+-- The last :minutes minutes (the current one included), summed per minute and per key:
+-- 'all', or the queue or the job type (:by). Minutes without a row are not returned.
+SELECT c.minute,
+       CASE %(by)s::text WHEN 'queue' THEN c.queue WHEN 'job_type' THEN c.job_type
+            ELSE 'all' END AS key,
+       sum(c.completed), sum(c.failed), sum(c.retried)
+FROM gochatd_job_counts AS c
+WHERE c.minute > date_trunc('minute', now()) - make_interval(mins => %(minutes)s)
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: prune_job_counts
+DELETE FROM gochatd_job_counts
+WHERE (minute, queue, job_type) IN (
+    SELECT minute, queue, job_type FROM gochatd_job_counts
+    WHERE minute < now() - make_interval(secs => %(older_than_s)s)
+    LIMIT %(limit)s)
+RETURNING minute;
+
+-- name: upsert_daemon
+-- A daemon's heartbeat (loops/fleet.py): its row, stamped with the database clock; a new
+-- process under the same id (another pid or host) starts again. Returns the operator's
+-- pending request for it, if any, with the sequence number its clearing must match.
+INSERT INTO gochatd_daemons AS d (id, host, pid, mode, version, concurrency, in_flight,
+                                  paused, draining)
+VALUES (%(id)s, %(host)s, %(pid)s, %(mode)s, %(version)s, %(concurrency)s, %(in_flight)s,
+        %(paused)s, %(draining)s)
+ON CONFLICT (id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, mode = excluded.mode,
+    version = excluded.version, concurrency = excluded.concurrency,
+    in_flight = excluded.in_flight, paused = excluded.paused, draining = excluded.draining,
+    started_at = CASE WHEN d.pid = excluded.pid AND d.host = excluded.host
+                      THEN d.started_at ELSE now() END,
+    last_heartbeat = now()
+RETURNING requested, requested_seq;
+
+-- name: list_daemons
+-- Every daemon row, with the seconds since its heartbeat by the database clock.
+SELECT id, host, pid, mode, version, concurrency, in_flight, paused, draining, started_at,
+       last_heartbeat, requested, extract(epoch FROM now() - last_heartbeat)::float8
+FROM gochatd_daemons
+ORDER BY id;
+
+-- name: request_daemon
+-- An operator asks one daemon to drain, pause or resume; a newer request replaces one the
+-- daemon has not applied yet.
+UPDATE gochatd_daemons SET requested = %(action)s, requested_seq = requested_seq + 1
+WHERE id = %(id)s
+RETURNING id;
+
+-- name: clear_daemon_request
+-- The daemon applied request number :seq: cleared unless a newer one arrived meanwhile.
+UPDATE gochatd_daemons SET requested = NULL
+WHERE id = %(id)s AND requested_seq = %(seq)s AND requested IS NOT NULL
+RETURNING id;
+
+-- name: remove_daemon
+DELETE FROM gochatd_daemons WHERE id = %(id)s RETURNING id;
+
+-- name: prune_daemons
+-- Rows of daemons that stopped without removing theirs (killed, lost), after a while.
+DELETE FROM gochatd_daemons
+WHERE last_heartbeat < now() - make_interval(secs => %(older_than_s)s)
+RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
 -- Per-attempt history (daemon/store/attempts.py; docs/operations.md). finish_jobs,

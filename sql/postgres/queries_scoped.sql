@@ -254,6 +254,10 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
       ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
 -- name: list_jobs
+-- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
+-- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -262,11 +266,66 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(queue)s::text IS NULL OR queue = %(queue)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
-  AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id > coalesce(%(after_id)s::bigint, 0)
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 ORDER BY id
 LIMIT %(limit)s;
+
+-- name: list_jobs_newest
+-- Newest first (the admin API's default): the primary key read backwards, or
+-- background_jobs_status_idx with a status.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND id < coalesce(%(after_id)s::bigint, 9223372036854775807)
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+ORDER BY id DESC
+LIMIT %(limit)s;
+
+-- name: list_scheduled_jobs
+-- Waiting jobs not yet due, soonest first (background_jobs_waiting_idx); the cursor is the
+-- last id of the previous page, whose (scheduled_at, id) the next page starts after.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (%(status)s::text IS NULL OR status = %(status)s)
+  AND (%(queue)s::text IS NULL OR queue = %(queue)s)
+  AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
+  AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+  AND (%(pattern)s::text IS NULL OR id = %(search_id)s::bigint
+       OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
+       OR payload::text ILIKE %(pattern)s ESCAPE '\')
+  AND id > coalesce(%(search_after_id)s::bigint, 0)
+  AND status IN ('queued', 'retrying') AND scheduled_at > now()
+  AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
+       SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+ORDER BY scheduled_at, id
+LIMIT %(limit)s;
+
+-- name: count_scheduled_jobs
+-- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
+SELECT count(*) FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at > now()
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
 -- name: requeue_job
 UPDATE background_jobs

@@ -237,6 +237,10 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
        traceparent, cancel_requested FROM background_jobs WHERE id = :id;
 
 -- name: list_jobs
+-- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
+-- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -245,9 +249,58 @@ WHERE (:status IS NULL OR status = :status)
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:job_type IS NULL OR job_type = :job_type)
-  AND (:after_id IS NULL OR id > :after_id)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND id > coalesce(:after_id, 0)
 ORDER BY id
 LIMIT :limit;
+
+-- name: list_jobs_newest
+-- Newest first (the admin API's default): the primary key read backwards, or
+-- background_jobs_status_idx with a status.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND id < coalesce(:after_id, 9223372036854775807)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_scheduled_jobs
+-- Waiting jobs not yet due, soonest first (background_jobs_waiting_idx); the cursor is the
+-- last id of the previous page, whose (scheduled_at, id) the next page starts after.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:after_id IS NULL OR (scheduled_at, id) > (
+       SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))
+ORDER BY scheduled_at, id
+LIMIT :limit;
+
+-- name: count_scheduled_jobs
+-- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
+SELECT count(*) FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0);
 
 -- name: requeue_job
 UPDATE background_jobs
@@ -599,6 +652,81 @@ RETURNING job_type;
 SELECT job_type, queue, max_attempts, timeout_s, updated_at, published_by
 FROM gochatd_job_types
 ORDER BY job_type;
+
+-- The fleet dashboard (migration 0012), as sql/postgres/queries.sql. Not tenant data: the
+-- routed store runs these on the home database only.
+
+-- name: add_job_counts
+-- Items arrive as one JSON array of {queue, job_type, completed, failed, retried}; the
+-- current minute (database clock) is a whole multiple of 60 epoch seconds.
+INSERT INTO gochatd_job_counts (minute, queue, job_type, completed, failed, retried)
+SELECT CAST(((julianday('now') - 2440587.5) * 86400.0) / 60 AS INTEGER) * 60.0,
+       json_extract(value, '$.queue'), json_extract(value, '$.job_type'),
+       json_extract(value, '$.completed'), json_extract(value, '$.failed'),
+       json_extract(value, '$.retried')
+FROM json_each(:counts)
+WHERE true
+ON CONFLICT (minute, queue, job_type) DO UPDATE
+SET completed = completed + excluded.completed, failed = failed + excluded.failed,
+    retried = retried + excluded.retried;
+
+-- name: job_counts
+SELECT minute,
+       CASE :by WHEN 'queue' THEN queue WHEN 'job_type' THEN job_type ELSE 'all' END AS key,
+       sum(completed), sum(failed), sum(retried)
+FROM gochatd_job_counts
+WHERE minute > CAST(((julianday('now') - 2440587.5) * 86400.0) / 60 AS INTEGER) * 60.0
+               - :minutes * 60.0
+GROUP BY 1, 2
+ORDER BY 1, 2;
+
+-- name: prune_job_counts
+DELETE FROM gochatd_job_counts
+WHERE (minute, queue, job_type) IN (
+    SELECT minute, queue, job_type FROM gochatd_job_counts
+    WHERE minute < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+    LIMIT :limit)
+RETURNING minute;
+
+-- name: upsert_daemon
+INSERT INTO gochatd_daemons (id, host, pid, mode, version, concurrency, in_flight, paused,
+                             draining)
+VALUES (:id, :host, :pid, :mode, :version, :concurrency, :in_flight, :paused, :draining)
+ON CONFLICT (id) DO UPDATE
+SET host = excluded.host, pid = excluded.pid, mode = excluded.mode,
+    version = excluded.version, concurrency = excluded.concurrency,
+    in_flight = excluded.in_flight, paused = excluded.paused, draining = excluded.draining,
+    started_at = CASE WHEN gochatd_daemons.pid = excluded.pid
+                           AND gochatd_daemons.host = excluded.host
+                      THEN gochatd_daemons.started_at
+                      ELSE ((julianday('now') - 2440587.5) * 86400.0) END,
+    last_heartbeat = ((julianday('now') - 2440587.5) * 86400.0)
+RETURNING requested, requested_seq;
+
+-- name: list_daemons
+SELECT id, host, pid, mode, version, concurrency, in_flight, paused, draining, started_at,
+       last_heartbeat, requested,
+       ((julianday('now') - 2440587.5) * 86400.0) - last_heartbeat
+FROM gochatd_daemons
+ORDER BY id;
+
+-- name: request_daemon
+UPDATE gochatd_daemons SET requested = :action, requested_seq = requested_seq + 1
+WHERE id = :id
+RETURNING id;
+
+-- name: clear_daemon_request
+UPDATE gochatd_daemons SET requested = NULL
+WHERE id = :id AND requested_seq = :seq AND requested IS NOT NULL
+RETURNING id;
+
+-- name: remove_daemon
+DELETE FROM gochatd_daemons WHERE id = :id RETURNING id;
+
+-- name: prune_daemons
+DELETE FROM gochatd_daemons
+WHERE last_heartbeat < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+RETURNING id;
 
 -- ---------------------------------------------------------------------------------------
 -- Per-attempt history (daemon/store/attempts.py; docs/operations.md).

@@ -176,6 +176,10 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
        traceparent, cancel_requested FROM background_jobs WHERE id = :id AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
 -- name: list_jobs
+-- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
+-- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py
+-- search_params); :search_id the same text as an id when it is one; :search_after_id bounds
+-- a search to the newest jobs (an id range the primary key serves).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -184,10 +188,62 @@ WHERE (:status IS NULL OR status = :status)
   AND (:queue IS NULL OR queue = :queue)
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:job_type IS NULL OR job_type = :job_type)
-  AND (:after_id IS NULL OR id > :after_id)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND id > coalesce(:after_id, 0)
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 ORDER BY id
 LIMIT :limit;
+
+-- name: list_jobs_newest
+-- Newest first (the admin API's default): the primary key read backwards, or
+-- background_jobs_status_idx with a status.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND id < coalesce(:after_id, 9223372036854775807)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY id DESC
+LIMIT :limit;
+
+-- name: list_scheduled_jobs
+-- Waiting jobs not yet due, soonest first (background_jobs_waiting_idx); the cursor is the
+-- last id of the previous page, whose (scheduled_at, id) the next page starts after.
+SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested FROM background_jobs
+WHERE (:status IS NULL OR status = :status)
+  AND (:queue IS NULL OR queue = :queue)
+  AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
+  AND (:job_type IS NULL OR job_type = :job_type)
+  AND (:pattern IS NULL OR id = :search_id
+       OR job_type LIKE :pattern ESCAPE '\' OR tenant_id LIKE :pattern ESCAPE '\'
+       OR payload LIKE :pattern ESCAPE '\')
+  AND id > coalesce(:search_after_id, 0)
+  AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:after_id IS NULL OR (scheduled_at, id) > (
+       SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+ORDER BY scheduled_at, id
+LIMIT :limit;
+
+-- name: count_scheduled_jobs
+-- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
+SELECT count(*) FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
 -- name: requeue_job
 UPDATE background_jobs

@@ -54,7 +54,8 @@ async def test_every_admin_route_needs_the_token_and_no_tenant_key_opens_one(
         job = await admin.worker.client.enqueue("sys:noop", {}, queue="parked")
         doc = (await admin.http.get("/v1/openapi.json", headers=GOOD)).json()
         assert doc["security"] == [{"bearer": []}]
-        ops = _operations(doc, {"job_id": str(job.id), "queue": "default", "message_id": "1"})
+        ops = _operations(doc, {"job_id": str(job.id), "queue": "default", "message_id": "1",
+                                 "daemon_id": "w1"})
         assert {(m, p) for m, p, is_open in ops if is_open} == OPEN
         assert len(ops) >= 20, ops
         for method, path, is_open in ops:

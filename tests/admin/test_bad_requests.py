@@ -60,6 +60,14 @@ BAD_LIST_PARAMS: list[tuple[dict[str, str], int]] = [
     ({"cursor": "-5"}, 400), ({"cursor": "9" * 20}, 400), ({"cursor": HUGE}, 400),
     ({"queue": INJECTION}, 400), ({"queue": "x" * 65}, 400), ({"tenant": "x" * 201}, 400),
     ({"job_type": "y" * 201}, 400),
+    ({"order": "random"}, 400), ({"order": "NEWEST"}, 400), ({"order": HUGE}, 400),
+    ({"q": "x" * 201}, 400), ({"scheduled": "yes"}, 400), ({"scheduled": "TRUE"}, 400),
+]
+#: The fleet dashboard's reads (admin/fleet.py).
+BAD_STATS_PARAMS: list[dict[str, str]] = [
+    {"minutes": "0"}, {"minutes": "1441"}, {"minutes": "-5"}, {"minutes": "abc"},
+    {"minutes": HUGE}, {"minutes": "1.5"}, {"by": "tenant"}, {"by": INJECTION},
+    {"by": "QUEUE"},
 ]
 #: Filters that are well-formed but hold SQL: each must simply match nothing (200, empty).
 SQLISH_FILTERS: list[dict[str, str]] = [
@@ -67,6 +75,11 @@ SQLISH_FILTERS: list[dict[str, str]] = [
     {"job_type": "sys:noop' OR '1'='1"}, {"tenant": "'; DROP TABLE background_jobs; --"},
     {"job_type": "%"}, {"tenant": "_"}, {"tenant": "*"}, {"tenant": "\x00"},
     {"job_type": "sys:noop\x00"}, {"tenant": "default\\"}, {"tenant": "$ne"},
+]
+#: Searches that are well-formed but hold SQL or LIKE wildcards: literal text, matching nothing.
+SQLISH_SEARCHES: list[dict[str, str]] = [
+    {"q": INJECTION}, {"q": "%"}, {"q": "_"}, {"q": "\\"}, {"q": "\x00"}, {"q": "%' --"},
+    {"q": "%", "order": "oldest"}, {"q": "_", "scheduled": "true"},
 ]
 BAD_BODIES: list[tuple[bytes, str]] = [
     (b"{bad", "bad_json"), (b"[1]", "bad_request"), (b'"str"', "bad_request"),
@@ -109,6 +122,16 @@ def table(admin: Admin) -> list[Bad]:
         cases.append(Bad("POST", f"/v1/queues/{raw}/resume", status))
     for params, status in BAD_LIST_PARAMS:
         cases.append(Bad("GET", "/v1/jobs", status, params=params))
+    for params in BAD_STATS_PARAMS:
+        cases.append(Bad("GET", "/v1/stats/throughput", 400, params=params))
+    for action in ("drain", "pause", "resume"):
+        cases.append(Bad("POST", f"/v1/fleet/no-such-daemon/{action}", 404,
+                         code="unknown_daemon"))
+        cases.append(Bad("POST", f"/v1/fleet/{INJECTION}/{action}", 404))
+        cases.append(Bad("POST", f"/v1/fleet/{'x' * 300}/{action}", 400))
+        cases.append(Bad("GET", f"/v1/fleet/w1/{action}", 405))
+    cases.append(Bad("POST", "/v1/fleet/w1/stop", 404))
+    cases.append(Bad("POST", "/v1/jobs/counts", 405))
     for value in ("maybe", "TRUE", "yes", "2", ""):
         if value:
             cases.append(Bad("POST", "/v1/drain", 400, params={"exit": value}))
@@ -158,17 +181,23 @@ async def test_bad_requests_get_json_4xx_and_change_nothing(stack: Stack) -> Non
             assert response.status_code == 200, (filters, response.text)
             assert response.json() == {"jobs": [], "next_cursor": None}, filters
             tried += 1
+        for filters in SQLISH_SEARCHES:
+            response = await admin.http.get("/v1/jobs", params=filters)
+            assert response.status_code == 200, (filters, response.text)
+            assert response.json() == {"jobs": [], "next_cursor": None}, filters
+            tried += 1
         for filters in SQLISH_FILTERS:
             retried = await admin.post("/v1/jobs/retry", json=filters)
             assert retried == {"retried": 0, "ids": []}, filters
             tried += 1
         # A well-formed cursor past the largest possible id ends the listing.
-        past = await admin.get("/v1/jobs", params={"cursor": "9" * 19})
+        past = await admin.get("/v1/jobs", params={"cursor": "9" * 19, "order": "oldest"})
         assert past == {"jobs": [], "next_cursor": None}
         tried += 1
         tried += await _raw_cases(admin)
 
-        assert tried == len(table(admin)) + 2 * len(SQLISH_FILTERS) + 1 + RAW_CASES, tried
+        assert tried == (len(table(admin)) + 2 * len(SQLISH_FILTERS) + len(SQLISH_SEARCHES) + 1
+                         + RAW_CASES), tried
         print(f"\n[admin bad inputs] {stack.name}: {tried} bad inputs tried")
 
         # Nothing changed: same jobs, still dead, nothing paused or draining.

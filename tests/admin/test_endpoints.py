@@ -88,8 +88,9 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
         # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway,
-        # GET /v1/tenants and GET /v1/periodic.
-        assert len(documented) == 30
+        # GET /v1/tenants, GET /v1/periodic and the fleet dashboard's 6 (throughput, fleet,
+        # its 3 requests, job counts).
+        assert len(documented) == 36
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
@@ -237,8 +238,10 @@ async def test_job_listing_filters_and_cursor_pagination(stack: Stack) -> None:
         jobs = await walk(4)
         ids = [j["id"] for j in jobs]
         assert len(ids) == len(set(ids)) == 26  # every job exactly once
-        assert set(ids) == everything and ids == sorted(ids)
+        assert set(ids) == everything and ids == sorted(ids, reverse=True)  # newest first
         assert all(set(j) == JOB_FIELDS for j in jobs)
+        oldest = [j["id"] for j in await walk(4, order="oldest")]
+        assert oldest == sorted(everything)
 
         def ids_of(page: list[dict[str, Any]]) -> set[int]:
             return {j["id"] for j in page}
@@ -249,7 +252,7 @@ async def test_job_listing_filters_and_cursor_pagination(stack: Stack) -> None:
         assert ids_of(await walk(7, queue="default")) == set(done)
         t1 = {i for i, (tenant, _) in parked.items() if tenant == "t1"}
         by_tenant = await walk(3, tenant="t1")
-        assert [j["id"] for j in by_tenant] == sorted(t1)
+        assert [j["id"] for j in by_tenant] == sorted(t1, reverse=True)
         assert all(j["tenant_id"] == "t1" for j in by_tenant)
         t2_b = {i for i, (tenant, jt) in parked.items() if tenant == "t2" and jt == "test:b"}
         assert t2_b and ids_of(await walk(2, tenant="t2", job_type="test:b")) == t2_b

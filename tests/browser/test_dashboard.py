@@ -196,13 +196,13 @@ def test_job_list_filters_and_more(dash: Dash) -> None:
 
     dash.testid("filter-tenant").fill("t-many")
     dash.testid("filter-tenant").press("Enter")
-    expect(rows).to_have_count(50)
-    expect(dash.testid(f"job-row-{held[0]}")).to_be_visible()
-    expect(dash.testid(f"job-row-{held[50]}")).to_have_count(0)
+    expect(rows).to_have_count(50)  # newest first (the API's default)
+    expect(dash.testid(f"job-row-{held[59]}")).to_be_visible()
+    expect(dash.testid(f"job-row-{held[9]}")).to_have_count(0)
     expect(dash.testid("jobs-more")).to_be_visible()
     dash.testid("jobs-more").click()
     expect(rows).to_have_count(60)
-    expect(dash.testid(f"job-row-{held[59]}")).to_be_visible()
+    expect(dash.testid(f"job-row-{held[0]}")).to_be_visible()
     expect(dash.testid("jobs-more")).to_be_hidden()
     expect(dash.testid("jobs-count")).to_have_text("60 shown")
     # An auto-refresh keeps every page already shown.

@@ -30,7 +30,7 @@ def test_every_started_loop_is_in_the_docstring_tree(tmp_path: Path) -> None:
     )
     worker = Worker(settings)
     loops = worker._root_loops()
-    assert len(loops) == 11  # everything but the watchdog (no $NOTIFY_SOCKET here)
+    assert len(loops) == 13  # everything but the watchdog (no $NOTIFY_SOCKET here)
     tree = gochatd.service.__doc__ or ""
     drawn = {_module_path(loop) for loop in loops}
     drawn |= {_module_path(worker.intake.run), _module_path(worker.capped_backlog.run),

@@ -1,0 +1,97 @@
+"""Fleet: this daemon's row in ``gochatd_daemons`` (the dashboard's fleet view), upserted
+every ``BEAT_S`` with the database clock as its heartbeat, and deleted on a clean stop.
+
+The row also carries an operator's request for this daemon (POST /v1/fleet/<id>/drain,
+pause or resume): the pass that reads it asks the ``Lifecycle`` to move, as /v1/drain and
+/v1/pause do, then clears it with a compare-and-set on the request's sequence number (a
+newer request written meanwhile stays for the next pass) and writes the row again so the
+fleet view shows the new state at once. A daemon is ``alive`` while its heartbeat is at
+most ``ALIVE_S`` old; rows of daemons that stopped without removing theirs are pruned by
+the retention loop after ``loops/retention.DAEMONS_KEEP_S``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import NoReturn
+
+import trio
+
+import gochatd
+from gochatd.counters import Counters
+from gochatd.errors import StoreUnavailable
+from gochatd.jobpool import JobPool
+from gochatd.lifecycle import Lifecycle
+from gochatd.logs import get_logger
+from gochatd.loops.every import run_every
+from gochatd.store import JobStore
+from gochatd.store.fleet import DaemonBeat
+
+#: Between two heartbeats; a request is applied within about this long.
+BEAT_S = 2.0
+#: A daemon whose heartbeat is older than this is shown as not alive.
+ALIVE_S = 5 * BEAT_S
+#: Removing the row on a clean stop gets this long.
+REMOVE_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class FleetResult:
+    #: The operator's request applied in this pass, if any.
+    applied: str | None
+
+
+class FleetBeat:
+    def __init__(self, *, store: JobStore, lifecycle: Lifecycle, pool: JobPool,
+                 counters: Counters, worker_id: str) -> None:
+        self._store = store
+        self._lifecycle = lifecycle
+        self._pool = pool
+        self._counters = counters
+        self._worker_id = worker_id
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+        #: One pass at a time (the loop's and the admin API's for this daemon).
+        self._lock = trio.Lock()
+        self._log = get_logger(worker_id=worker_id)
+
+    def beat(self) -> DaemonBeat:
+        lifecycle = self._lifecycle
+        return DaemonBeat(id=self._worker_id, host=self._host, pid=self._pid,
+                          mode=lifecycle.state.value, version=gochatd.__version__,
+                          concurrency=int(self._pool.limiter.total_tokens),
+                          in_flight=len(self._pool.jobs),
+                          paused=lifecycle.paused, draining=lifecycle.draining)
+
+    async def run_once(self) -> FleetResult:
+        async with self._lock:
+            request = await self._store.upsert_daemon(self.beat())
+            if request is None:
+                return FleetResult(None)
+            self._apply(request.action)
+            await self._store.clear_daemon_request(self._worker_id, request.seq)
+            await self._store.upsert_daemon(self.beat())
+            return FleetResult(request.action)
+
+    def _apply(self, action: str) -> None:
+        self._log.info("fleet_request_applied", action=action)
+        if action == "drain":
+            self._lifecycle.drain()
+        elif action == "pause":
+            self._lifecycle.pause()
+        elif action == "resume":
+            self._lifecycle.resume()
+
+    async def remove(self) -> None:
+        """A clean stop: this daemon leaves the fleet view. Shielded and bounded."""
+        with trio.CancelScope(shield=True), trio.move_on_after(REMOVE_S):
+            try:
+                await self._store.remove_daemon(self._worker_id)
+            except StoreUnavailable as exc:
+                self._counters.transient_error("fleet", exc)
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> NoReturn:
+        await run_every("fleet", self.run_once, lambda: BEAT_S, self._counters, task_status)
