@@ -3,7 +3,8 @@
 
 Auth: with an admin token set, every request needs ``Authorization: Bearer <token>``, reads
 included, except the probes (``/healthz``, ``/readyz``: a load balancer has no token) and the
-dashboard's page (static, no data: it asks for the token and sends it with every API call).
+dashboard's page and its files under ``/static/`` (no data: it asks for the token and sends
+it with every API call).
 Without a token the API answers loopback Host names only. A tenant's gateway key never
 opens an admin route, token or not (the gateway may share this listener)."""
 
@@ -29,6 +30,12 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch"})
 #: Served without the admin token (GET/HEAD only): the probes and the dashboard's page.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
+#: The dashboard's scripts and style sheet (Quart's static route, admin/static/): served
+#: like the page, without the token (they hold no data).
+STATIC_PREFIX = "/static/"
+#: The page loads only its own files and talks only to this API.
+DASHBOARD_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                 "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 #: Headers of werkzeug's HTTP errors worth keeping on our JSON error (405 must say Allow).
 _KEPT_ERROR_HEADERS = frozenset({"allow", "www-authenticate", "retry-after"})
 
@@ -82,7 +89,7 @@ def create_app(daemon: Control) -> QuartTrio:
             return error_response(403, "tenant_key", "a tenant's API key does not open the "
                                   "admin API")
         safe = request.method in SAFE_METHODS
-        if safe and request.path in OPEN_PATHS:
+        if safe and (request.path in OPEN_PATHS or request.path.startswith(STATIC_PREFIX)):
             return None
         origin = request.headers.get("Origin")
         if not safe and origin and urlsplit(origin).netloc.lower() != request.host.lower():
@@ -98,13 +105,8 @@ def create_app(daemon: Control) -> QuartTrio:
 
     register_errors(app, daemon)
 
-    @app.get("/")
-    async def dashboard() -> Response:
-        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
-        return Response(html, content_type="text/html; charset=utf-8",
-                        headers={"Cache-Control": "no-store"})
-
-    from gochatd.admin import api, controls, fleet, probes, tenants
+    _register_dashboard(app)
+    from gochatd.admin import api, controls, fleet, periodic, probes, tenants
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
@@ -113,6 +115,7 @@ def create_app(daemon: Control) -> QuartTrio:
     outbox_api.register(app, daemon)
     tenants.register(app, daemon)
     fleet.register(app, daemon)
+    periodic.register(app, daemon)
     if daemon.gateway is not None and not daemon.settings.gateway_listen:
         from gochatd.gateway import api as gateway_api
 
@@ -120,6 +123,17 @@ def create_app(daemon: Control) -> QuartTrio:
     else:
         _register_gateway_elsewhere(app, daemon)
     return app
+
+
+def _register_dashboard(app: QuartTrio) -> None:
+    """The page at ``/``; its scripts and style sheet are Quart's static route (/static/)."""
+
+    @app.get("/")
+    async def dashboard() -> Response:
+        html = resources.files("gochatd.admin").joinpath("static", "index.html").read_text("utf-8")
+        return Response(html, content_type="text/html; charset=utf-8",
+                        headers={"Cache-Control": "no-store",
+                                 "Content-Security-Policy": DASHBOARD_CSP})
 
 
 def _register_gateway_elsewhere(app: QuartTrio, daemon: Control) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 import gochatd
 from gochatd.admin.fleet_openapi import fleet_paths, fleet_schemas
+from gochatd.admin.periodic import periodic_path, periodic_schemas
 from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
 from gochatd.model import AttemptOutcome, JobStatus
 from gochatd.outbox.openapi import outbox_paths, outbox_schemas
@@ -187,6 +188,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                          **gateway_ops.pop("/v1/jobs", {})},
             **gateway_ops,
             **tenants_path(_get, _json, _ref),
+            **periodic_path(_get, _json, _ref),
             "/v1/jobs/retry": _post(
                 "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
                 body={"type": "object", "additionalProperties": False, "properties": {
@@ -214,6 +216,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
             "schemas": {
                 **outbox_schemas(_ref),
                 **fleet_schemas(_ref),
+                **periodic_schemas(),
                 **gateway_schemas(_ref),
                 **_CONTROL_SCHEMAS,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {

@@ -303,7 +303,7 @@ class QueueStats:
 
     queue: str
     queued: int = 0  # due now
-    delayed: int = 0  # queued or retrying, not yet due
+    delayed: int = 0  # queued, not yet due (a retrying job counts once: under retrying)
     running: int = 0
     retrying: int = 0
     dead: int = 0

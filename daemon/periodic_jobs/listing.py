@@ -16,6 +16,7 @@ from gochatd.errors import StoreUnavailable
 from gochatd.periodic_jobs.specs import PeriodicSpec, effective_specs, slot_text
 from gochatd.registry import REGISTRY
 from gochatd.store import open_store
+from gochatd.store.base import JobStore
 from gochatd.store.presence import sqlite_file
 
 #: The migration that creates gochatd_periodic_slots.
@@ -102,10 +103,27 @@ async def _from_database(
     store = open_store(settings.database_url, pool_size=2, prepare=settings.database_prepare)
     await store.open()  # StoreUnavailable when it does not answer (the pool's own timeout)
     try:
-        now = await store.database_now()
-        last: dict[str, datetime] = {}
-        if await store.schema_version() >= SLOTS_SCHEMA_VERSION:
-            last = await store.periodic_slots()
-        return now, {k: v for k, v in last.items() if k in {s.name for s in specs}}
+        return await clock_and_slots(store, specs)
     finally:
         await store.close()
+
+
+async def clock_and_slots(
+    store: JobStore, specs: Sequence[PeriodicSpec]
+) -> tuple[datetime, dict[str, datetime]]:
+    """The database clock and the last slot of each of ``specs`` (an open store)."""
+    now = await store.database_now()
+    last: dict[str, datetime] = {}
+    if await store.schema_version() >= SLOTS_SCHEMA_VERSION:
+        last = await store.periodic_slots()
+    return now, {k: v for k, v in last.items() if k in {s.name for s in specs}}
+
+
+async def store_listing(
+    store: JobStore, specs: Sequence[PeriodicSpec], count: int
+) -> PeriodicListing:
+    """The listing by the database clock, read through a store that is already open (the
+    admin API's ``GET /v1/periodic``)."""
+    now, last = await clock_and_slots(store, specs)
+    return PeriodicListing("database", now, list(specs), last,
+                           {s.name: next_runs(s, now, count) for s in specs})

@@ -424,9 +424,10 @@ RETURNING queue;
 SELECT queue FROM gochatd_queue_pauses ORDER BY queue;
 
 -- name: queue_stats
+-- Each job once: queued (due), delayed (queued, not yet due), running, retrying, dead.
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued' AND scheduled_at <= now()),
-       count(*) FILTER (WHERE status IN ('queued', 'retrying') AND scheduled_at > now()),
+       count(*) FILTER (WHERE status = 'queued' AND scheduled_at > now()),
        count(*) FILTER (WHERE status = 'running'),
        count(*) FILTER (WHERE status = 'retrying'),
        count(*) FILTER (WHERE status = 'dead'),

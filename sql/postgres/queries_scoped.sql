@@ -365,9 +365,10 @@ SELECT status, count(*) FROM background_jobs WHERE (CASE WHEN %(scope_only)s::bo
       ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END) GROUP BY status;
 
 -- name: queue_stats
+-- Each job once: queued (due), delayed (queued, not yet due), running, retrying, dead.
 SELECT queue,
        count(*) FILTER (WHERE status = 'queued' AND scheduled_at <= now()),
-       count(*) FILTER (WHERE status IN ('queued', 'retrying') AND scheduled_at > now()),
+       count(*) FILTER (WHERE status = 'queued' AND scheduled_at > now()),
        count(*) FILTER (WHERE status = 'running'),
        count(*) FILTER (WHERE status = 'retrying'),
        count(*) FILTER (WHERE status = 'dead'),

@@ -346,9 +346,10 @@ RETURNING queue;
 SELECT queue FROM gochatd_queue_pauses ORDER BY queue;
 
 -- name: queue_stats
+-- Each job once: queued (due), delayed (queued, not yet due), running, retrying, dead.
 SELECT queue,
        sum(status = 'queued' AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)),
-       sum(status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)),
+       sum(status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)),
        sum(status = 'running'),
        sum(status = 'retrying'),
        sum(status = 'dead'),

@@ -279,9 +279,10 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 SELECT status, count(*) FROM background_jobs WHERE ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only) GROUP BY status;
 
 -- name: queue_stats
+-- Each job once: queued (due), delayed (queued, not yet due), running, retrying, dead.
 SELECT queue,
        sum(status = 'queued' AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)),
-       sum(status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)),
+       sum(status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)),
        sum(status = 'running'),
        sum(status = 'retrying'),
        sum(status = 'dead'),

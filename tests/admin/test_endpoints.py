@@ -88,9 +88,9 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
         # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway,
-        # GET /v1/tenants and the fleet dashboard's 6 (throughput, fleet, its 3 requests,
-        # job counts).
-        assert len(documented) == 35
+        # GET /v1/tenants, GET /v1/periodic and the fleet dashboard's 6 (throughput, fleet,
+        # its 3 requests, job counts).
+        assert len(documented) == 36
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
@@ -157,7 +157,8 @@ async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
         parked = queues.pop(PARKED)
         age = parked.pop("oldest_due_age_s")
         assert 0 <= age <= trio.current_time() - first_due_at + 1.0
-        assert parked == {"queue": PARKED, "queued": 4, "delayed": 3, "running": 1,
+        # Each job counted once: the retrying job (not yet due) is under retrying, not delayed.
+        assert parked == {"queue": PARKED, "queued": 4, "delayed": 2, "running": 1,
                           "retrying": 1, "dead": 0, "paused": False, "weight": 0,
                           "max_running": None}
         assert queues.pop("default") == {

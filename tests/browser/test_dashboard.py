@@ -1,230 +1,21 @@
-"""The dashboard (admin/static/index.html) in a real headless Chromium, driving a real
-``gochatd`` process on SQLite and on PostgreSQL: queues and worker status, pausing a queue,
-drain/resume, retrying a dead job from the dead-jobs panel, cancelling a retrying job, retry
-all dead, the job list's filters and "more" pagination, the bearer token, and a screenshot.
-
-Chromium is Debian's (/usr/bin/chromium; ``.ci/test`` installs it). A missing browser fails
-the run; Playwright never downloads one. Every wait is a condition with a deadline.
+"""The dashboard (admin/static/) in a real headless Chromium, driving a real ``gochatd``
+process on SQLite and on PostgreSQL: queues and worker status, pausing a queue, drain/resume,
+the Dead tab's retry, the Retries tab and cancelling from the job detail, retry all dead, the
+Jobs tab's filters and "more" pagination, and the bearer token. The other tabs:
+test_dashboard_tabs.py; the screenshots: test_dashboard_screenshots.py.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-import httpx
-import pytest
-import trio
-from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect, sync_playwright
+from playwright.sync_api import expect
 
 import gochatd
-from gochatd.client import Client
 from gochatd.config import DEFAULT_QUEUE_WEIGHTS
-from tests.support.daemon_process import REPO_ROOT, DaemonProcess, poll_until, run_cli
-from tests.support.e2e_jobs import query
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-HANDLERS = "tests.support.flaky_handlers"
-ARTIFACTS = REPO_ROOT / "artifacts"
-TIMEOUT_MS = 10_000
-TIMEOUT_S = TIMEOUT_MS / 1000
-TOKEN = "s3cret-token"
-
-#: A failed job waits ``uniform(0, min(cap, base))`` before its next attempt: with a day,
-#: a retryable failure stays ``retrying`` for the whole test.
-SLOW_RETRIES = {"GOCHAT_WORKER_RETRY_BASE_S": "86400", "GOCHAT_WORKER_RETRY_CAP_S": "86400"}
-
-expect.set_options(timeout=TIMEOUT_MS)
-
-
-# -- fixtures ----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists():
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests need Debian's chromium "
-            "(apt-get install -y chromium; .ci/test installs it)"
-        )
-    pw = sync_playwright().start()
-    try:
-        browser = pw.chromium.launch(
-            executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-    finally:
-        pw.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'gochatd.db'}"
-    url = str(request.getfixturevalue("pg_clean"))
-    query(url, "DELETE FROM gochatd_queue_pauses")  # the run's database is shared by tests
-    return url
-
-
-@dataclass
-class Dash:
-    """One daemon and one browser page on its dashboard."""
-
-    daemon: DaemonProcess
-    base: str
-    db_url: str
-    env: dict[str, str]
-    page: Page
-    http: httpx.Client
-    tmp: Path
-    page_errors: list[str] = field(default_factory=list)
-    console_errors: list[str] = field(default_factory=list)
-
-    @property
-    def backend(self) -> str:
-        return "sqlite" if self.db_url.startswith("sqlite:") else "postgres"
-
-    def testid(self, testid: str) -> Locator:
-        return self.page.get_by_test_id(testid)
-
-    def refresh(self) -> None:
-        """Click "Refresh": the page shows what the API says now, without waiting for the
-        next 2-second tick (callers first wait for the API to show the change)."""
-        self.testid("refresh-now").click()
-
-    def message(self, kind: str, text: str) -> Locator:
-        """The message-area entry of ``kind`` (info, error) that contains ``text``."""
-        return self.testid(f"message-{kind}").filter(has_text=text)
-
-    # -- the API, read over HTTP (what the page sees too) ----------------------------------
-
-    def get(self, path: str) -> Any:
-        response = self.http.get(path)
-        assert response.status_code == 200, f"GET {path}: {response.status_code} {response.text}"
-        return response.json()
-
-    def post(self, path: str) -> Any:
-        response = self.http.post(path, headers={"Authorization": f"Bearer {TOKEN}"})
-        assert response.status_code == 200, f"POST {path}: {response.status_code} {response.text}"
-        return response.json()
-
-    def job(self, job_id: int) -> dict[str, Any]:
-        job: dict[str, Any] = self.get(f"/v1/jobs/{job_id}")
-        return job
-
-    def queue(self, name: str) -> dict[str, Any]:
-        [found] = [q for q in self.get("/v1/queues")["queues"] if q["queue"] == name]
-        return dict(found)
-
-    def wait_job(self, job_id: int, *statuses: str, min_fence: int = 0) -> dict[str, Any]:
-        def probe() -> dict[str, Any] | None:
-            job = self.job(job_id)
-            return job if job["status"] in statuses and job["fence"] >= min_fence else None
-
-        return poll_until(probe, timeout_s=TIMEOUT_S, what=f"job {job_id} to be {'/'.join(statuses)}")
-
-    def wait_worker_paused(self, queues: Sequence[str]) -> None:
-        """Until this worker has read the fleet-wide pauses from the store."""
-        poll_until(
-            lambda: self.get("/v1/status")["paused_queues"] == sorted(queues),
-            timeout_s=TIMEOUT_S, what=f"the worker to see paused queues {sorted(queues)}",
-        )
-
-    def enqueue(self, job_type: str, payloads: Sequence[dict[str, Any]], **options: Any) -> list[int]:
-        """Enqueue with ``gochatd.Client`` in this process; the new ids in order."""
-
-        async def run() -> list[int]:
-            async with Client(self.db_url, None) as client:
-                return [(await client.enqueue(job_type, dict(p), **options)).id for p in payloads]
-
-        return trio.run(run)
-
-
-class Harness:
-    """Starts daemons and browser pages; at teardown checks the page raised no JavaScript
-    error and each daemon stops cleanly (exit 0, no traceback)."""
-
-    def __init__(self, browser: Browser, tmp_path: Path) -> None:
-        self.browser = browser
-        self.tmp_path = tmp_path
-        self.dashes: list[Dash] = []
-        self.contexts: list[BrowserContext] = []
-
-    def open(self, db_url: str, env: dict[str, str] | None = None) -> Dash:
-        full_env = {"GOCHAT_DATABASE_URL": db_url, **SLOW_RETRIES, **(env or {})}
-        name = f"daemon{len(self.dashes) + 1}"
-        daemon = DaemonProcess(
-            self.tmp_path, name, ["--handlers", HANDLERS, "--migrate"], full_env, cwd=self.tmp_path
-        )
-        daemon.start()
-        base = str(daemon.wait_for_event("admin_listening", timeout_s=30)["address"])
-        daemon.wait_ready("polling")
-        context = self.browser.new_context(viewport={"width": 1400, "height": 1000})
-        context.set_default_timeout(TIMEOUT_MS)
-        self.contexts.append(context)
-        page = context.new_page()
-        token = full_env.get("GOCHAT_ADMIN_TOKEN")
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
-        dash = Dash(daemon, base, db_url, full_env, page,
-                    httpx.Client(base_url=base, timeout=10, headers=headers), self.tmp_path)
-        page.on("pageerror", lambda exc: dash.page_errors.append(str(exc)))
-        page.on("console", lambda msg: dash.console_errors.append(msg.text) if msg.type == "error" else None)
-        self.dashes.append(dash)
-        page.goto(base + "/")
-        if token:  # the page shows nothing until the token is typed in
-            expect(dash.testid("message-error")).to_be_visible()
-        else:
-            expect(dash.testid("queue-row-default")).to_be_visible()
-        return dash
-
-    def close(self) -> None:
-        for context in self.contexts:
-            context.close()
-        for dash in self.dashes:
-            dash.http.close()
-            try:
-                if dash.daemon.alive():
-                    assert dash.daemon.stop() == 0, dash.daemon.output()[-4000:]
-                dash.daemon.assert_clean_output()
-            finally:
-                dash.daemon.cleanup()
-
-
-@pytest.fixture
-def harness(browser: Browser, tmp_path: Path) -> Iterator[Harness]:
-    h = Harness(browser, tmp_path)
-    try:
-        yield h
-    finally:
-        h.close()
-    for dash in h.dashes:
-        assert dash.page_errors == [], f"JavaScript errors on the page: {dash.page_errors}"
-
-
-@pytest.fixture
-def dash(harness: Harness, db_url: str) -> Iterator[Dash]:
-    d = harness.open(db_url)
-    yield d
-    # Every HTTP error the page met was asserted by the test that caused it; none here.
-    assert d.console_errors == [], f"console errors: {d.console_errors}"
-
-
-def paused_in_store(db_url: str) -> list[str]:
-    return sorted(str(r[0]) for r in query(db_url, "SELECT queue FROM gochatd_queue_pauses"))
-
-
-# -- tests -------------------------------------------------------------------------------------
+from tests.browser.support import TOKEN, Dash, Harness, paused_in_store
+from tests.support.daemon_process import run_cli
 
 
 def test_overview_pause_queue_and_drain(dash: Dash) -> None:
@@ -284,7 +75,7 @@ def test_overview_pause_queue_and_drain(dash: Dash) -> None:
 
 
 def test_dead_job_detail_and_retry(dash: Dash) -> None:
-    """A job that dies shows in the dead panel and in full in the detail view (escaped);
+    """A job that dies shows in the Dead tab and in full in the detail drawer (escaped);
     Retry requeues it and it completes."""
     marker = dash.tmp / "fail-once.marker"
     payload = {"marker": str(marker), "note": "<img src=x onerror=\"window.__pwned = 1\">"}
@@ -296,76 +87,83 @@ def test_dead_job_detail_and_retry(dash: Dash) -> None:
     job_id = int(json.loads(result.stdout)["id"])
     dash.wait_job(job_id, "dead")
     dash.refresh()
+    expect(dash.testid("queue-dead-default")).to_have_text("1")
+    expect(dash.testid("tab-count-dead")).to_have_text("1")
 
+    dash.tab("dead")
     row = dash.testid(f"dead-row-{job_id}")
     expect(row).to_be_visible()
     expect(row).to_contain_text("test:fail_once")
     expect(row).to_contain_text("non_retryable")
     expect(row).to_contain_text("acme")
-    expect(dash.testid(f"cancel-{job_id}")).to_be_disabled()  # dead jobs cannot be cancelled
-    expect(dash.testid("queue-dead-default")).to_have_text("1")
-    expect(dash.testid(f"job-status-{job_id}")).to_have_text("dead")
+    expect(dash.testid(f"dead-retry-{job_id}")).to_be_enabled()
 
-    # The detail view: every field, the error and the payload, pretty-printed, as text.
-    expect(dash.testid("detail-empty")).to_be_visible()
-    expect(dash.testid("detail-retry")).to_be_hidden()
-    expect(dash.testid("detail-status")).to_be_hidden()
-    dash.testid(f"job-row-{job_id}").click()
-    expect(dash.testid("detail-title")).to_have_text(f"Job {job_id}")
+    # The detail drawer: every field, the error and the payload, pretty-printed, as text.
+    expect(dash.testid("job-detail")).to_be_hidden()
+    dash.open_job(row, job_id)
     expect(dash.testid("detail-status")).to_have_text("dead")
     expect(dash.testid("detail-error-class")).to_have_text("non_retryable")
     expect(dash.testid("detail-last-error")).to_contain_text("NonRetryable")
+    expect(dash.testid("detail-cancel")).to_be_hidden()  # dead jobs cannot be cancelled
+    expect(dash.testid("detail-discard")).to_be_hidden()
+    expect(dash.testid("detail-run-now")).to_be_hidden()
+    expect(dash.testid("detail-delete")).to_be_visible()
     job = dash.job(job_id)
     for key in job:
         expect(dash.testid(f"detail-field-{key}")).to_be_attached()
     expect(dash.testid("detail-field-job_type")).to_have_text("test:fail_once")
     expect(dash.testid("detail-field-tenant_id")).to_have_text("acme")
-    expect(dash.testid("detail-field-attempts")).to_have_text("1")
     shown = dash.testid("detail-payload").text_content() or ""
     assert json.loads(shown) == payload
     assert "\n  " in shown, "the payload is pretty-printed"
     assert dash.page.locator("img").count() == 0, "payload text was parsed as HTML"
     assert dash.page.evaluate("window.__pwned") is None
+    dash.close_job()
 
-    # Retry from the dead panel: queued again, then completed on the second run.
-    dash.testid(f"retry-{job_id}").click()
+    # Retry from the Dead tab: queued again, then completed on the second run.
+    dash.testid(f"dead-retry-{job_id}").click()
     expect(dash.message("info", f"Job {job_id} is queued again")).to_be_visible()
     done = dash.wait_job(job_id, "completed")
     assert done["fence"] == 2 and marker.exists()
     dash.refresh()
     expect(dash.testid(f"dead-row-{job_id}")).to_have_count(0)
     expect(dash.testid("dead-empty")).to_be_visible()
-    expect(dash.testid(f"job-status-{job_id}")).to_have_text("completed")
-    expect(dash.testid("detail-status")).to_have_text("completed")
-    expect(dash.testid("queue-dead-default")).to_have_text("0")
-
-    dash.testid("detail-close").click()
-    expect(dash.testid("detail-empty")).to_be_visible()
-    expect(dash.testid("detail-payload")).to_be_hidden()
-    expect(dash.testid("detail-retry")).to_be_hidden()
+    expect(dash.testid("tab-count-dead")).to_have_text("0")
 
 
 def test_cancel_retrying_and_retry_all_dead(dash: Dash) -> None:
-    """Cancel a retrying job from the panel, retry every dead job at once, and retry the
-    cancelled job from its detail view."""
+    """The Retries tab lists a retrying job; cancel it from its detail; retry every dead job
+    at once; retry the cancelled job from its detail."""
     [retrying] = dash.enqueue("sys:fail", [{"message": "transient"}])
     dead = dash.enqueue("test:fail_once", [{"marker": str(dash.tmp / f"m{i}")} for i in range(2)])
     dash.wait_job(retrying, "retrying")
     for job_id in dead:
         dash.wait_job(job_id, "dead")
     dash.refresh()
+    expect(dash.testid("tab-count-retries")).to_have_text("1")
+    expect(dash.testid("tab-count-dead")).to_have_text("2")
 
-    expect(dash.testid(f"dead-row-{retrying}")).to_contain_text("retrying")
-    expect(dash.testid(f"retry-{retrying}")).to_be_disabled()
-    for job_id in dead:
-        expect(dash.testid(f"dead-row-{job_id}")).to_contain_text("dead")
-    expect(dash.testid("dead-summary")).to_have_text("2 dead · 1 retrying")
-
-    dash.testid(f"cancel-{retrying}").click()
+    dash.tab("retries")
+    row = dash.testid(f"retries-row-{retrying}")
+    expect(row).to_contain_text("sys:fail")
+    expect(row).to_contain_text("SysFailError")
+    expect(dash.testid("retries-summary")).to_contain_text("1 shown")
+    dash.open_job(row, retrying)
+    expect(dash.testid("detail-status")).to_have_text("retrying")
+    expect(dash.testid("detail-retry")).to_be_hidden()
+    for control in ("run-now", "discard", "cancel", "delete"):  # what a retrying job allows
+        expect(dash.testid(f"detail-{control}")).to_be_visible()
+    dash.testid("detail-cancel").click()
     expect(dash.message("info", f"Job {retrying} cancelled")).to_be_visible()
     dash.wait_job(retrying, "cancelled")
-    expect(dash.testid(f"dead-row-{retrying}")).to_have_count(0)
+    expect(dash.testid("detail-status")).to_have_text("cancelled")
+    expect(dash.testid(f"retries-row-{retrying}")).to_have_count(0)
+    expect(dash.testid("retries-empty")).to_be_visible()
+    dash.close_job()
 
+    dash.tab("dead")
+    for job_id in dead:
+        expect(dash.testid(f"dead-row-{job_id}")).to_contain_text("non_retryable")
     dash.testid("retry-all-dead").click()
     expect(dash.message("info", "2 dead jobs queued again")).to_be_visible()
     for job_id in dead:
@@ -374,15 +172,16 @@ def test_cancel_retrying_and_retry_all_dead(dash: Dash) -> None:
     expect(dash.testid("dead-empty")).to_be_visible()
     expect(dash.testid("retry-all-dead")).to_be_disabled()
 
-    # The cancelled job, from the detail view: retried, it fails again and waits to retry.
-    dash.testid(f"job-row-{retrying}").click()
+    # The cancelled job, from the Jobs tab's detail: retried, it fails again and waits.
+    dash.tab("jobs")
+    dash.open_job(dash.testid(f"job-row-{retrying}"), retrying)
     expect(dash.testid("detail-status")).to_have_text("cancelled")
-    expect(dash.testid("detail-cancel")).to_be_disabled()
+    expect(dash.testid("detail-cancel")).to_be_hidden()
     dash.testid("detail-retry").click()
     dash.wait_job(retrying, "retrying", min_fence=2)
     dash.refresh()
     expect(dash.testid("detail-status")).to_have_text("retrying")
-    expect(dash.testid(f"dead-row-{retrying}")).to_be_visible()
+    expect(dash.testid(f"job-status-{retrying}")).to_have_text("retrying")
 
 
 def test_job_list_filters_and_more(dash: Dash) -> None:
@@ -392,6 +191,7 @@ def test_job_list_filters_and_more(dash: Dash) -> None:
     held = dash.enqueue("sys:noop", [{"n": i} for i in range(60)], queue="low", tenant_id="t-many")
     [other] = dash.enqueue("sys:noop", [{}], tenant_id="t-other")
     dash.wait_job(other, "completed")
+    dash.tab("jobs")
     rows = dash.page.locator("#jobs-body tr")
 
     dash.testid("filter-tenant").fill("t-many")
@@ -456,41 +256,3 @@ def test_bearer_token_from_the_page(harness: Harness, tmp_path: Path) -> None:
     expect(dash.testid("queue-state-high")).to_have_text("active")
     assert dash.queue("high")["paused"] is False
     expect(dash.testid("message-error")).to_have_count(0)
-
-
-def test_screenshot(dash: Dash) -> None:
-    """A busy dashboard, saved as artifacts/dashboard.png (PostgreSQL: dashboard-postgres.png)
-    and in tmp_path."""
-    dash.post("/v1/queues/search/pause")
-    dash.wait_worker_paused(["search"])
-    dash.enqueue("sys:noop", [{"n": i} for i in range(3)], queue="high", tenant_id="acme")
-    dash.enqueue("sys:noop", [{"query": "invoices 2024"}], queue="search", tenant_id="acme")
-    dash.enqueue("sys:sleep", [{"seconds": 1}], delay_s=3600, tenant_id="globex")
-    [dead] = dash.enqueue(
-        "test:fail_once", [{"marker": str(dash.tmp / "shot.marker"), "customer": {"id": 42}}],
-        tenant_id="globex",
-    )
-    [retrying] = dash.enqueue("sys:fail", [{"message": "upstream timed out"}], queue="events")
-    dash.wait_job(dead, "dead")
-    dash.wait_job(retrying, "retrying")
-    dash.refresh()
-
-    expect(dash.testid("queue-queued-search")).to_have_text("1")
-    expect(dash.testid("queue-delayed-default")).to_have_text("1")
-    expect(dash.testid("queue-retrying-events")).to_have_text("1")
-    expect(dash.testid(f"dead-row-{retrying}")).to_be_visible()
-    expect(dash.testid(f"job-status-{dead}")).to_have_text("dead")
-    dash.testid(f"job-row-{dead}").click()
-    expect(dash.testid("detail-status")).to_have_text("dead")
-    expect(dash.testid("status-paused-queues")).to_have_text("search")
-    expect(dash.testid("last-refresh")).to_contain_text("updated")
-
-    name = "dashboard.png" if dash.backend == "sqlite" else f"dashboard-{dash.backend}.png"
-    shot = dash.tmp / name
-    dash.page.evaluate("window.scrollTo(0, 0)")  # the sticky header belongs at the top
-    dash.page.mouse.move(0, 0)  # no hover highlight in the picture
-    dash.page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 20_000
-    ARTIFACTS.mkdir(exist_ok=True)
-    shutil.copyfile(shot, ARTIFACTS / name)
-    dash.post("/v1/queues/search/resume")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.test_dashboard import Harness, browser, harness  # noqa: F401  (fixtures)
+from tests.browser.support import Harness
 from tests.support.daemon_process import poll_until
 from tests.support.e2e_jobs import query
 from tests.support.webhook_receiver import Answer, WebhookReceiver
@@ -24,7 +24,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 def test_dead_reply_shows_and_retry_delivers_it(
-    harness: Harness, tmp_path: Path, receiver: WebhookReceiver  # noqa: F811
+    harness: Harness, tmp_path: Path, receiver: WebhookReceiver
 ) -> None:
     receiver.script = [Answer(400)]
     db_url = f"sqlite:///{tmp_path / 'outbox.db'}"
@@ -37,7 +37,7 @@ def test_dead_reply_shows_and_retry_delivers_it(
     [(outbox_id,)] = query(db_url, "SELECT id FROM reply_outbox")
     poll_until(lambda: dash.get(f"/v1/outbox/{outbox_id}")["status"] == "dead",
                timeout_s=10, what="the refused reply to be dead")
-    dash.refresh()
+    dash.tab("outbox")
     row = dash.testid(f"outbox-row-{outbox_id}")
     expect(row).to_be_visible()
     expect(dash.testid(f"outbox-status-{outbox_id}")).to_have_text("dead")

@@ -1,0 +1,171 @@
+// The Overview tab: counts that add up, the throughput chart, this worker, the queues.
+
+import {
+  $, act, api, el, enc, fmtCount, fmtDuration, fmtTime, numCell, query, serves, setBadge,
+  setText, syncRows,
+} from "./core.js";
+import { lineChart, sparkline, totals } from "./charts.js";
+
+export const overview = { status: null, queues: [], counts: null };
+
+// -- counts ------------------------------------------------------------------------------------
+
+const STATUSES = ["queued", "running", "retrying", "completed", "dead", "cancelled"];
+
+export async function loadCounts() {
+  if (!serves("/v1/jobs/counts")) return;
+  const counts = await api("GET", "v1/jobs/counts");
+  overview.counts = counts;
+  $("counts").hidden = false;
+  for (const s of STATUSES) setText(document.querySelector(`[data-testid="count-${s}"]`), fmtCount(counts[s]));
+  const total = STATUSES.reduce((n, s) => n + (counts[s] || 0), 0);
+  setText(document.querySelector('[data-testid="count-total"]'), fmtCount(total));
+  setText(document.querySelector('[data-testid="count-scheduled"]'), fmtCount(counts.scheduled));
+}
+
+// -- throughput ----------------------------------------------------------------------------------
+
+export async function loadThroughput() {
+  if (!serves("/v1/stats/throughput")) return;
+  $("throughput-panel").hidden = false;
+  const by = $("chart-by").value;
+  const data = await api("GET", "v1/stats/throughput" + query({ minutes: 60, by }));
+  const series = data.series || [];
+  // The overall chart: the sum over the series (one series "all" when not split).
+  const points = [];
+  for (const s of series) {
+    s.points.forEach((p, i) => {
+      const q = points[i] || (points[i] = { minute: p.minute, completed: 0, failed: 0, retried: 0 });
+      q.completed += p.completed || 0;
+      q.failed += p.failed || 0;
+      q.retried += p.retried || 0;
+    });
+  }
+  $("chart-all").replaceChildren(lineChart(points));
+  const t = totals(points);
+  for (const k of Object.keys(t)) setText(document.querySelector(`[data-testid="chart-total-${k}"]`), fmtCount(t[k]));
+  const split = Boolean(by);
+  $("chart-series-wrap").hidden = !split;
+  if (!split) return;
+  setText($("series-key-head"), by === "queue" ? "Queue" : "Job type");
+  const rows = series.map((s) => ({ key: s.key, points: s.points, t: totals(s.points) }))
+    .sort((a, b) => (b.t.completed + b.t.failed) - (a.t.completed + a.t.failed) || String(a.key).localeCompare(String(b.key)));
+  syncRows($("series-body"), rows, (r) => r.key, (r) => el("tr", { testid: "series-row-" + r.key }), (tr, r) => {
+    tr.replaceChildren(
+      el("td", { class: "mono", text: r.key }),
+      el("td", { class: "num", testid: "series-completed-" + r.key, text: fmtCount(r.t.completed) }),
+      el("td", { class: "num", testid: "series-failed-" + r.key, text: fmtCount(r.t.failed) }),
+      el("td", { class: "num", testid: "series-retried-" + r.key, text: fmtCount(r.t.retried) }),
+      el("td", { class: "spark" }, sparkline(r.points, r.key)),
+    );
+  });
+}
+
+// -- this worker -------------------------------------------------------------------------------
+
+function workerState(s) {
+  if (s.stopping) return "stopping";
+  if (s.drained) return "drained";
+  if (s.draining) return "draining";
+  if (s.paused) return "paused";
+  return "active";
+}
+
+export async function loadStatus() {
+  const s = await api("GET", "v1/status");
+  overview.status = s;
+  setBadge($("status-state"), workerState(s));
+  setText($("status-worker-id"), s.worker_id);
+  setText($("status-mode"), s.mode);
+  setText($("status-in-flight"), fmtCount(s.in_flight));
+  setText($("status-concurrency"), fmtCount(s.concurrency));
+  setText($("status-draining"), s.draining ? (s.drained ? "yes (drained)" : "yes") : "no");
+  setText($("status-uptime"), fmtDuration(s.uptime_s));
+  setText($("status-version"), s.version);
+  setText($("status-paused-queues"), s.paused_queues && s.paused_queues.length ? s.paused_queues.join(", ") : "none");
+  setText($("status-config-reloaded"), s.config_reloaded_at ? fmtTime(s.config_reloaded_at) : "never");
+  const pending = s.pending_restart || [];
+  $("status-pending-restart").hidden = $("status-pending-restart-label").hidden = pending.length === 0;
+  setText($("status-pending-restart"), pending.join(", "));
+  $("worker-drain").disabled = Boolean(s.draining || s.stopping);
+  $("worker-resume").disabled = Boolean(s.stopping || !(s.draining || s.paused));
+  setText($("header-worker"), s.worker_id + " · " + s.mode + " · v" + s.version);
+  document.title = "gochatd · " + s.worker_id;
+}
+
+export function wireWorker() {
+  $("worker-drain").addEventListener("click", (ev) => act(ev.currentTarget, "drain", async () => {
+    await api("POST", "v1/drain");
+    return "Draining: this worker claims no new jobs";
+  }));
+  $("worker-resume").addEventListener("click", (ev) => act(ev.currentTarget, "resume", async () => {
+    await api("POST", "v1/resume");
+    return "This worker claims jobs again";
+  }));
+}
+
+// -- queues ------------------------------------------------------------------------------------
+
+const COUNT_COLUMNS = ["queued", "delayed", "running", "retrying", "dead"];
+
+function buildQueueRow(q) {
+  const tr = el("tr", { testid: "queue-row-" + q.queue });
+  const c = (tr._c = {});
+  c.name = el("td", { class: "mono", testid: "queue-name-" + q.queue });
+  c.state = el("span", { class: "badge", testid: "queue-state-" + q.queue });
+  c.weight = el("td", { class: "num", testid: "queue-weight-" + q.queue });
+  c.limit = el("td", { class: "num", testid: "queue-limit-" + q.queue });
+  for (const col of COUNT_COLUMNS) c[col] = el("td", { class: "num", testid: "queue-" + col + "-" + q.queue });
+  c.oldest = el("td", { class: "num", testid: "queue-oldest-" + q.queue });
+  c.toggle = el("button", {
+    type: "button", class: "small", testid: "pause-" + q.queue,
+    onclick: (ev) => toggleQueue(tr._q, ev.currentTarget),
+  });
+  tr.append(c.name, el("td", {}, c.state), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
+            el("td", { class: "actions" }, c.toggle));
+  return tr;
+}
+
+function updateQueueRow(tr, q) {
+  const c = tr._c;
+  tr._q = q;
+  tr.classList.toggle("paused", q.paused);
+  setText(c.name, q.queue);
+  setBadge(c.state, q.paused ? "paused" : "active");
+  numCell(c.weight, q.weight);
+  const limit = q.max_running;
+  setText(c.limit, limit === null || limit === undefined ? "—" : fmtCount(limit));
+  c.limit.classList.toggle("hot", typeof limit === "number" && q.running >= limit);
+  for (const col of COUNT_COLUMNS) numCell(c[col], q[col], col === "dead");
+  setText(c.oldest, q.oldest_due_age_s === null || q.oldest_due_age_s === undefined ? "—" : fmtDuration(q.oldest_due_age_s));
+  setText(c.toggle, q.paused ? "Resume" : "Pause");
+  c.toggle.className = "small " + (q.paused ? "primary" : "warn");
+  c.toggle.setAttribute("aria-pressed", String(q.paused));
+  c.toggle.title = (q.paused ? "Resume" : "Pause") + " queue " + q.queue + " on every worker";
+}
+
+export async function loadQueues() {
+  const data = await api("GET", "v1/queues");
+  overview.queues = data.queues || [];
+  syncRows($("queues-body"), overview.queues, (q) => q.queue, buildQueueRow, updateQueueRow);
+  $("queues-empty").hidden = overview.queues.length > 0;
+  // Keep the job list's queue filter in step with the known queues.
+  const select = $("filter-queue");
+  const names = overview.queues.map((q) => q.queue);
+  const current = Array.from(select.options).slice(1).map((o) => o.value);
+  if (names.join("\n") !== current.join("\n")) {
+    const chosen = select.value;
+    while (select.options.length > 1) select.remove(1);
+    for (const name of names) select.append(el("option", { value: name, text: name }));
+    if (chosen && !names.includes(chosen)) select.append(el("option", { value: chosen, text: chosen }));
+    select.value = chosen;
+  }
+}
+
+function toggleQueue(q, button) {
+  const verb = q.paused ? "resume" : "pause";
+  return act(button, verb + " queue " + q.queue, async () => {
+    const r = await api("POST", "v1/queues/" + enc(q.queue) + "/" + verb);
+    return "Queue " + r.queue + (r.paused ? " paused" : " resumed") + (r.changed ? "" : " (it already was)");
+  });
+}

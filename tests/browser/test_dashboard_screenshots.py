@@ -1,0 +1,154 @@
+"""A picture of each dashboard tab with realistic data, saved to docs/screenshots/ (shown by
+docs/operations.md): two daemons on one PostgreSQL database, a drain of 150 jobs over three
+queues and tenants, jobs that died and wait to retry, scheduled jobs, running jobs, periodic
+jobs, tenants with limits and a reply the provider refused. Each picture is taken once its
+tab shows what the API says."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.support import REPO_ROOT, TIMEOUT_S, Dash, Harness
+from tests.support.daemon_process import poll_until
+from tests.support.e2e_jobs import query
+from tests.support.webhook_receiver import Answer, WebhookReceiver
+
+SHOTS = REPO_ROOT / "docs" / "screenshots"
+TENANTS = {"acme": {"max_running": 4, "rate_per_s": 50, "burst": 100},
+           "globex": {"max_running": 2}, "initech": {}}
+PERIODIC = {
+    "sys:noop": {"every": "1m", "tenant_id": "acme", "queue": "low"},
+    "reports:nightly": {"cron": "0 3 * * *", "tz": "Europe/Berlin", "catch_up": "latest"},
+}
+DRAIN = [("default", "acme"), ("high", "globex"), ("low", "initech")]
+
+
+@pytest.fixture
+def receiver() -> Iterator[WebhookReceiver]:
+    server = WebhookReceiver().start()
+    server.script = [Answer(400)]
+    yield server
+    server.stop()
+
+
+def shoot(dash: Dash, name: str) -> Path:
+    dash.page.evaluate("window.scrollTo(0, 0)")
+    dash.page.mouse.move(0, 0)  # no hover highlight in the picture
+    path = SHOTS / f"dashboard-{name}.png"
+    dash.page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 20_000, path
+    return path
+
+
+def seed(dash: Dash) -> dict[str, list[int]]:
+    """The jobs the pictures show; waits until each is where it belongs. (test:fail_once's
+    marker is relative: to the daemon's working directory, the test's tmp_path.)"""
+    ids: dict[str, list[int]] = {"drained": []}
+    for n, (queue, tenant) in enumerate(DRAIN):
+        ids["drained"] += dash.enqueue(
+            "sys:noop", [{"order_id": 10_000 + 50 * n + i} for i in range(50)], queue=queue,
+            tenant_id=tenant)
+    ids["dead"] = dash.enqueue("test:fail_once", [
+        {"marker": f"dead-{i}.marker", "customer": {"id": 4200 + i}} for i in range(3)
+    ], tenant_id="globex")
+    ids["retrying"] = dash.enqueue("sys:fail", [{"message": "upstream timed out"}] * 2,
+                                   queue="high", tenant_id="acme")
+    ids["scheduled"] = dash.enqueue("sys:noop", [{"reminder": "invoice 2024-118 due"}],
+                                    delay_s=3600, tenant_id="acme")
+    ids["scheduled"] += dash.enqueue("sys:sleep", [{"seconds": 1}], delay_s=7200,
+                                     tenant_id="initech", queue="low")
+    ids["running"] = dash.enqueue("sys:sleep", [{"seconds": 300}] * 2, tenant_id="acme")
+    for job_id in ids["drained"]:
+        dash.wait_job(job_id, "completed")
+    for job_id in ids["dead"]:
+        dash.wait_job(job_id, "dead")
+    for job_id in ids["retrying"]:
+        dash.wait_job(job_id, "retrying")
+    for job_id in ids["running"]:
+        dash.wait_job(job_id, "running")
+    return ids
+
+
+def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: WebhookReceiver) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    env = {"GOCHAT_TENANTS": json.dumps(TENANTS), "GOCHAT_PERIODIC": json.dumps(PERIODIC),
+           "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "1", "GOCHAT_WORKER_QUEUE_LIMITS": "low=2",
+           "GOCHAT_OUTBOX_CHANNELS": json.dumps({"whatsapp": {"url": receiver.url}}),
+           "GOCHAT_OUTBOX_POLL_S": "0.1"}
+    query(pg_clean, "DELETE FROM gochatd_queue_pauses")
+    dash = harness.open(pg_clean, env, viewport=(1360, 860))
+    harness.start_daemon(pg_clean, env)  # a second daemon: the fleet has two
+    ids = seed(dash)
+    query(pg_clean, "INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, "
+                    "dedupe_key) VALUES ('acme', %s, 'whatsapp', '+15550100', "
+                    "'{\"text\": \"Your order shipped\"}', 'order-10001-shipped')",
+          (ids["drained"][1],))
+    poll_until(lambda: dash.get("/v1/outbox?status=dead")["messages"], timeout_s=TIMEOUT_S,
+               what="the refused reply to be dead")
+    dash.refresh()
+
+    expect(dash.testid("queue-queued-default")).to_have_text("0")
+    expect(dash.testid("tab-count-dead")).to_have_text("3")
+    expect(dash.testid("tab-count-retries")).to_have_text("2")
+    expect(dash.testid("tab-count-busy")).to_have_text("2")
+    # 150 drained, and the periodic sys:noop's slots (one a minute) on top.
+    expect(dash.testid("count-completed")).to_have_text(re.compile(r"^15[0-9]$"))
+    expect(dash.testid("count-dead")).to_have_text("3")
+    expect(dash.testid("count-scheduled")).to_have_text("4")  # 2 delayed + 2 retrying
+    expect(dash.testid("chart-total-completed")).to_have_text(re.compile(r"^15[0-9]$"))
+    expect(dash.testid("chart-total-failed")).to_have_text("3")
+    expect(dash.testid("chart-total-retried")).to_have_text("2")
+    shoot(dash, "overview")
+
+    dash.tab("fleet")
+    expect(dash.page.locator("#fleet-body tr")).to_have_count(2)
+    expect(dash.testid("fleet-summary")).to_contain_text("2 alive of 2")
+    shoot(dash, "fleet")
+
+    dash.tab("busy")
+    for job_id in ids["running"]:
+        expect(dash.testid(f"busy-row-{job_id}")).to_be_visible()
+    shoot(dash, "busy")
+
+    dash.tab("scheduled")
+    for job_id in ids["scheduled"]:
+        expect(dash.testid(f"scheduled-row-{job_id}")).to_be_visible()
+    shoot(dash, "scheduled")
+
+    dash.tab("retries")
+    for job_id in ids["retrying"]:
+        expect(dash.testid(f"retries-row-{job_id}")).to_be_visible()
+    shoot(dash, "retries")
+
+    dash.tab("dead")
+    for job_id in ids["dead"]:
+        expect(dash.testid(f"dead-row-{job_id}")).to_be_visible()
+    shoot(dash, "dead")
+
+    dash.tab("periodic")
+    expect(dash.testid("periodic-row-reports:nightly")).to_contain_text("cron 0 3 * * *")
+    shoot(dash, "periodic")
+
+    dash.tab("tenants")
+    expect(dash.testid("tenant-running-acme")).to_have_text("2")
+    shoot(dash, "tenants")
+
+    dash.tab("outbox")
+    expect(dash.testid("outbox-summary")).to_contain_text("1 dead")
+    shoot(dash, "outbox")
+
+    dash.tab("jobs")
+    expect(dash.page.locator("#jobs-body tr")).to_have_count(50)
+    shoot(dash, "jobs")
+
+    dead = ids["dead"][0]
+    dash.tab("dead")
+    dash.open_job(dash.testid(f"dead-row-{dead}"), dead)
+    expect(dash.testid("detail-status")).to_have_text("dead")
+    shoot(dash, "job")
