@@ -2,13 +2,18 @@
 docs/operations.md): two daemons on one PostgreSQL database, a drain of 150 jobs over three
 queues and tenants, jobs that died and wait to retry, scheduled jobs, running jobs, periodic
 jobs, tenants with limits and a reply the provider refused. Each picture is taken once its
-tab shows what the API says."""
+tab shows what the API says.
+
+The pictures go to artifacts/screenshots/ (ignored by git), so an ordinary run leaves the
+tree clean; ``GOCHAT_UPDATE_SCREENSHOTS=1`` writes them over docs/screenshots/ instead, to
+refresh the docs."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Iterator
+import os
 from pathlib import Path
 
 import pytest
@@ -19,7 +24,8 @@ from tests.support.daemon_process import poll_until
 from tests.support.e2e_jobs import query
 from tests.support.webhook_receiver import Answer, WebhookReceiver
 
-SHOTS = REPO_ROOT / "docs" / "screenshots"
+SHOTS = (REPO_ROOT / "docs" / "screenshots" if os.environ.get("GOCHAT_UPDATE_SCREENSHOTS") == "1"
+         else REPO_ROOT / "artifacts" / "screenshots")
 TENANTS = {"acme": {"max_running": 4, "rate_per_s": 50, "burst": 100},
            "globex": {"max_running": 2}, "initech": {}}
 PERIODIC = {
