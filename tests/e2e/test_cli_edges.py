@@ -89,6 +89,13 @@ async def test_the_client_open_names_the_servers_reason() -> None:
                                '"gochatd_no_such_db" does not exist')
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT's default action, as a terminal gives it. A suite started in the
+    background of a non-interactive shell inherits SIGINT ignored (POSIX), and Python keeps an
+    ignored SIGINT ignored, so Ctrl-C would never reach the command under test."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def _silent_server() -> Iterator[tuple[socket.socket, int]]:
     """A TCP listener that accepts and never answers: a hung "PostgreSQL"."""
@@ -107,6 +114,7 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
         proc = subprocess.Popen(
             [GOCHATD, *command, "--database-url", url], env=child_env(), cwd=tmp_path,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_default_sigint,
         )
         try:
             conn, _ = listener.accept()  # the process is now waiting for the server
