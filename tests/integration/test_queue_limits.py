@@ -93,7 +93,10 @@ async def test_reload_changes_the_queue_limit(
     reload_args = {"config_file": str(config), "env": {}}
     async with started_worker(settings, registry=registry, reload_args=reload_args) as run:
         worker: Worker = run.worker
-        ids = [(await worker.client.enqueue("test:block", {"n": n})).id for n in range(5)]
+        # The queue named: tests/support/recording_handlers.py also declares test:block (in
+        # `default`), and a suite that imported it would send these to an uncapped queue.
+        ids = [(await worker.client.enqueue("test:block", {"n": n}, queue=CAPPED)).id
+               for n in range(5)]
         await wait_for(lambda: tracker.active == 1, what="one report running")
         with trio.move_on_after(0.5):  # a free slot's worth of polls: still one
             await wait_for(lambda: tracker.active > 1, timeout_s=1.0, what="a second report")
