@@ -11,9 +11,9 @@ refresh the docs."""
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
-import os
 from pathlib import Path
 
 import pytest
