@@ -124,7 +124,7 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait(10)
+            proc.communicate(timeout=10)  # closes the pipes, also after a timed-out wait
     assert proc.returncode == 130, (proc.returncode, err)
     assert out == ""
     assert err.splitlines() in ([], ["gochatd: interrupted"]), err
@@ -237,7 +237,7 @@ def test_sigterm_while_a_silent_postgres_holds_the_connect(tmp_path: Path) -> No
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait(10)
+            proc.communicate(timeout=10)  # closes the pipes, also after a timed-out wait
     assert proc.returncode == 0, (proc.returncode, err)
     assert out == "" and SECRET not in err
     assert "stop_requested_while_starting" in err and "Traceback" not in err
