@@ -28,6 +28,7 @@ from gochatd.admin.fleet import CountsSnapshot
 from gochatd.model import JobFilter, JobStatus
 from gochatd.store import JobStore, open_store
 from gochatd.store.sqlite import SqliteStore
+from gochatd.testing import migrate
 
 ROUNDS = 15
 CHUNK = 250_000
@@ -97,15 +98,7 @@ def _fill(url: str, dialect: str, jobs: int) -> float:
     queries = bench_queries(dialect)
     t0 = time.perf_counter()
 
-    async def migrate() -> None:
-        store = open_store(url)
-        await store.open()
-        try:
-            await store.migrate()
-        finally:
-            await store.close()
-
-    trio.from_thread.run(migrate)
+    trio.from_thread.run(migrate, url)
     steps = [("bench_fill_dashboard", {"first": first, "count": min(CHUNK, jobs - first + 1)})
              for first in range(1, jobs + 1, CHUNK)]
     steps += [("bench_fill_job_counts", {}), ("bench_fill_daemons", {}), ("bench_vacuum_all", {})]
