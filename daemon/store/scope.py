@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from gochatd.runnable import ANY_TYPE, RunnableTypes
 from gochatd.store.queries import load_queries
 
 
@@ -63,16 +64,17 @@ ALL = TenantScope.all_except(())
 
 @dataclass(frozen=True, slots=True)
 class QuerySet:
-    """The queries one store runs under one scope, and the parameters the scope adds to each
-    (none for ``ALL``). Replaced wholesale with the scope: an operation reads it once, so all
+    """The queries one store runs under one scope, and the parameters the scope and the
+    claims' job-type filter add to each. Replaced wholesale with the scope: an operation reads it once, so all
     its statements run under one scope even if the router swaps it meanwhile."""
 
     sql: Mapping[str, str]
     args: Mapping[str, Any]
 
     def params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` plus the scope's (drivers ignore parameters a statement does not name)."""
-        return {**params, **self.args} if self.args else params
+        """``params`` plus the scope's and the filter's (drivers ignore parameters a statement
+        does not name)."""
+        return {**params, **self.args}
 
 
 @cache
@@ -85,12 +87,12 @@ def _scoped_sql(dialect: str) -> Mapping[str, str]:
     return {**plain, **scoped}
 
 
-def query_set(dialect: str, scope: TenantScope) -> QuerySet:
+def query_set(dialect: str, scope: TenantScope,
+              runnable: RunnableTypes = ANY_TYPE) -> QuerySet:
+    """The queries for ``scope``; every statement also gets the claims' job-type filter
+    (``runnable``: daemon/runnable.py), which only the claim queries name."""
     if scope.is_all:
-        return _PLAIN[dialect]
-    return QuerySet(_scoped_sql(dialect), scope.params[dialect])
-
-
-_PLAIN = {d: QuerySet(load_queries(d), {}) for d in ("postgres", "sqlite")}
+        return QuerySet(load_queries(dialect), runnable.params[dialect])
+    return QuerySet(_scoped_sql(dialect), {**scope.params[dialect], **runnable.params[dialect]})
 
 __all__ = ["ALL", "QuerySet", "TenantScope", "query_set"]

@@ -29,6 +29,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.runnable import ANY_TYPE, RunnableTypes
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
 from gochatd.store.capped_claims import Caps
 from gochatd.store.controls import SqlControlOps
@@ -125,11 +126,24 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
 
     @tenant_scope.setter
     def tenant_scope(self, scope: TenantScope) -> None:
-        self._queries = query_set(self.dialect, scope)  # first: a reader sees both or neither
+        # first: a reader sees both or neither
+        self._queries = query_set(self.dialect, scope, self._runnable)
         self._scope = scope
+
+    @property
+    def runnable(self) -> RunnableTypes:
+        """The job types this store's claims take (daemon/runnable.py); set by the daemon
+        to its handlers before it claims. ``ANY_TYPE`` until then."""
+        return self._runnable
+
+    @runnable.setter
+    def runnable(self, runnable: RunnableTypes) -> None:
+        self._runnable = runnable
+        self._queries = query_set(self.dialect, self._scope, runnable)
 
     def _init_scope(self) -> None:
         self._scope = ALL
+        self._runnable = ANY_TYPE
         self._queries = query_set(self.dialect, ALL)
 
     async def _claim_capped(

@@ -98,6 +98,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(any_type)s::bool OR j.job_type = ANY(%(job_types)s::text[])
+       OR j.job_type ^@ ANY(%(type_prefixes)s::text[]))
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
        j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
@@ -127,6 +129,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(any_type)s::bool OR j.job_type = ANY(%(job_types)s::text[])
+       OR j.job_type ^@ ANY(%(type_prefixes)s::text[]))
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
@@ -156,6 +160,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
+               OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
@@ -267,6 +273,8 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
+      AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
+           OR job_type ^@ ANY(%(type_prefixes)s::text[]))
     ORDER BY scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -282,6 +290,8 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+      AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
+           OR job_type ^@ ANY(%(type_prefixes)s::text[]))
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
@@ -298,12 +308,16 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue = ANY(%(queues)s::text[]);
+  AND queue = ANY(%(queues)s::text[])
+  AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
+       OR job_type ^@ ANY(%(type_prefixes)s::text[]));
 
 -- name: next_due_in_s
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[]);
+WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
+  AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
+       OR job_type ^@ ANY(%(type_prefixes)s::text[]));
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -696,6 +710,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
+               OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
           AND b.tenant_id <> ALL(%(full)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
@@ -737,6 +753,8 @@ WITH limits AS (
     SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
+      AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
+           OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
     FOR UPDATE SKIP LOCKED
 ), ranked AS (
     SELECT id, tenant_id, queue, rank_at, scheduled_at, row_number() OVER (
@@ -776,6 +794,8 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 SELECT id FROM background_jobs AS b
 WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
   AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+  AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
+       OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
 ORDER BY (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)), scheduled_at, id
 LIMIT %(limit)s;
 

@@ -82,6 +82,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -98,6 +101,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND queue NOT IN (
       SELECT q.value FROM json_each(:queues) AS q
       WHERE EXISTS (SELECT 1 FROM background_jobs AS b
@@ -129,6 +135,9 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:any_type OR h.job_type IN (SELECT value FROM json_each(:job_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
@@ -201,6 +210,9 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND queue IN (SELECT value FROM json_each(:queues))
+      AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+           OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
     ORDER BY scheduled_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
@@ -210,6 +222,9 @@ UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 864
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+           OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
       AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
     ORDER BY dispatched_at, id
@@ -220,12 +235,18 @@ RETURNING id, job_type, queue, tenant_id;
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue IN (SELECT value FROM json_each(:queues));
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
 
 -- name: next_due_in_s
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues));
+WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -505,6 +526,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:any_type OR h.job_type IN (SELECT value FROM json_each(:job_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
@@ -546,6 +570,9 @@ WHERE id IN (
                 FROM background_jobs
                 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
                   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+                       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
             ) AS r
             LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
                               json_extract(value, '$[1]') AS max_running
@@ -571,6 +598,9 @@ SELECT id FROM background_jobs
 WHERE tenant_id IN (SELECT value FROM json_each(:open))
   AND queue IN (SELECT value FROM json_each(:queues))
   AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
+       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
 ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id
 LIMIT :limit;
 
