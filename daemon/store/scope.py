@@ -95,4 +95,45 @@ def query_set(dialect: str, scope: TenantScope,
         return QuerySet(load_queries(dialect), runnable.params[dialect])
     return QuerySet(_scoped_sql(dialect), {**scope.params[dialect], **runnable.params[dialect]})
 
-__all__ = ["ALL", "QuerySet", "TenantScope", "query_set"]
+
+class QueriesInScope:
+    """Mixed into ``SqlJobStore``: the query set it runs now, made of its tenant scope and
+    its claims' job types (``runnable``), each replaced wholesale."""
+
+    dialect: str
+    #: The queries this store runs now: the plain set while it serves every tenant, the
+    #: scoped one while it serves some. Replaced with ``tenant_scope`` and ``runnable``.
+    _queries: QuerySet
+    _scope: TenantScope
+    _runnable: RunnableTypes
+
+    def _init_scope(self) -> None:
+        self._scope = ALL
+        self._runnable = ANY_TYPE
+        self._queries = query_set(self.dialect, ALL)
+
+    @property
+    def tenant_scope(self) -> TenantScope:
+        """The tenants this store acts on; the router narrows it during a live migration.
+        Replaced wholesale, never mutated."""
+        return self._scope
+
+    @tenant_scope.setter
+    def tenant_scope(self, scope: TenantScope) -> None:
+        # The queries first: a reader sees both or neither.
+        self._queries = query_set(self.dialect, scope, self._runnable)
+        self._scope = scope
+
+    @property
+    def runnable(self) -> RunnableTypes:
+        """The job types the claims take (daemon/runnable.py): the daemon's handlers, set
+        before its first claim; ``ANY_TYPE`` until then."""
+        return self._runnable
+
+    @runnable.setter
+    def runnable(self, runnable: RunnableTypes) -> None:
+        self._queries = query_set(self.dialect, self._scope, runnable)
+        self._runnable = runnable
+
+
+__all__ = ["ALL", "QueriesInScope", "QuerySet", "TenantScope", "query_set"]

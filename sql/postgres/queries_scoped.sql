@@ -19,8 +19,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
-  AND (%(any_type)s::bool OR j.job_type = ANY(%(job_types)s::text[])
-       OR j.job_type ^@ ANY(%(type_prefixes)s::text[]))
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
@@ -52,8 +52,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
-  AND (%(any_type)s::bool OR j.job_type = ANY(%(job_types)s::text[])
-       OR j.job_type ^@ ANY(%(type_prefixes)s::text[]))
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -85,8 +85,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
-          AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
-               OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
           AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -206,8 +206,8 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
-      AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
-           OR job_type ^@ ANY(%(type_prefixes)s::text[]))
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
             ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
     ORDER BY scheduled_at, id
@@ -225,8 +225,8 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-      AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
-           OR job_type ^@ ANY(%(type_prefixes)s::text[]))
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
@@ -246,8 +246,8 @@ SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::floa
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue = ANY(%(queues)s::text[])
-  AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
-       OR job_type ^@ ANY(%(type_prefixes)s::text[]))
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
@@ -255,8 +255,8 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
-  AND (%(any_type)s::bool OR job_type = ANY(%(job_types)s::text[])
-       OR job_type ^@ ANY(%(type_prefixes)s::text[]))
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
@@ -621,8 +621,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
-          AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
-               OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id <> ALL(%(full)s::text[])
           AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -666,8 +666,8 @@ WITH limits AS (
     SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
-      AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
-           OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
+      AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+           OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
             ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
     FOR UPDATE SKIP LOCKED
@@ -711,8 +711,8 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 SELECT id FROM background_jobs AS b
 WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
   AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-  AND (%(any_type)s::bool OR b.job_type = ANY(%(job_types)s::text[])
-       OR b.job_type ^@ ANY(%(type_prefixes)s::text[]))
+  AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+       OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 ORDER BY (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)), scheduled_at, id
@@ -854,3 +854,12 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 RETURNING id;
+
+-- name: waiting_job_types
+SELECT job_type, queue, count(*),
+       (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(scheduled_at)))::float8
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= now()
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+GROUP BY job_type, queue;

@@ -13,8 +13,8 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
@@ -33,8 +33,8 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND queue NOT IN (
       SELECT q.value FROM json_each(:queues) AS q
@@ -68,8 +68,8 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-                AND (:any_type OR h.job_type IN (SELECT value FROM json_each(:job_types))
-                     OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                 WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
@@ -148,8 +148,8 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND queue IN (SELECT value FROM json_each(:queues))
-      AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-           OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                       WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
     ORDER BY scheduled_at, id
@@ -161,8 +161,8 @@ UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 864
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-      AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-           OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                       WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
       AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
@@ -176,8 +176,8 @@ SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue IN (SELECT value FROM json_each(:queues))
-  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
@@ -185,8 +185,8 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
-  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
@@ -455,8 +455,8 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-                AND (:any_type OR h.job_type IN (SELECT value FROM json_each(:job_types))
-                     OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                 WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
                 AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
@@ -502,8 +502,8 @@ WHERE id IN (
                 FROM background_jobs
                 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
                   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-                  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-                       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+                  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+                       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
                   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
             ) AS r
@@ -532,8 +532,8 @@ SELECT id FROM background_jobs
 WHERE tenant_id IN (SELECT value FROM json_each(:open))
   AND queue IN (SELECT value FROM json_each(:queues))
   AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-  AND (:any_type OR job_type IN (SELECT value FROM json_each(:job_types))
-       OR EXISTS (SELECT 1 FROM json_each(:type_prefixes) AS tp
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id
@@ -664,3 +664,11 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND (:status IS NULL OR status = :status)
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 RETURNING id;
+
+-- name: waiting_job_types
+SELECT job_type, queue, count(*),
+       ((julianday('now') - 2440587.5) * 86400.0) - min(scheduled_at)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+GROUP BY job_type, queue;

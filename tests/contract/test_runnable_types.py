@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from gochatd.model import JobStatus
-from gochatd.runnable import ANY_TYPE, RunnableTypes
+from gochatd.runnable import ANY_TYPE, DaemonHandlers, RunnableTypes, without_handler
 from gochatd.store import JobStore
+from gochatd.store.fleet import DaemonBeat
 from gochatd.store.scope import ALL, TenantScope
 from gochatd.store.sql_store import SqlJobStore
 from tests.contract.helpers import enqueue
@@ -119,3 +120,34 @@ async def test_scoped_claims_filter_types_too(store: JobStore) -> None:
     store.tenant_scope = ALL
     await _untouched(store, moved.id)
     assert store.runnable == MINE
+
+
+async def test_fleet_rows_carry_each_daemons_handlers(store: JobStore) -> None:
+    """Written by a store whose claims are filtered (the daemon's own), read back whole; a
+    row without a set (an older release) reads as None."""
+    store.runnable = MINE
+    mine = DaemonHandlers(MINE, frozenset({"default", "low"}))
+    await store.upsert_daemon(DaemonBeat("d1", "h", 1, "streams", "v", 4, 0, False, False,
+                                         mine.to_json()))
+    await store.upsert_daemon(DaemonBeat("d2", "h", 2, "polling", "v", 4, 0, False, False))
+    rows = {r.beat.id: r for r in await store.list_daemons()}
+    assert rows["d1"].handlers == mine and rows["d2"].handlers is None
+    other = DaemonHandlers(RunnableTypes.of(["app:mine"]), frozenset({"low"}))
+    assert other.lacks_some_of(mine) and not mine.lacks_some_of(other)
+    assert not DaemonHandlers(RunnableTypes(), frozenset({"elsewhere"})).lacks_some_of(mine)
+
+
+async def test_waiting_jobs_without_a_handler(store: JobStore) -> None:
+    """Due waiting jobs per (type, queue); those no live daemon's set runs are reported."""
+    for job_type, queue in [("app:mine", "default"), ("app:other", "default"),
+                            ("app:other", "default"), ("app:mine", "nobody")]:
+        await enqueue(store, job_type, queue=queue)
+    await enqueue(store, "app:other", delay_s=3600)  # not due: not waiting yet
+    waiting = {(w.job_type, w.queue): w.jobs for w in await store.waiting_job_types()}
+    assert waiting == {("app:mine", "default"): 1, ("app:other", "default"): 2,
+                       ("app:mine", "nobody"): 1}
+    live = [DaemonHandlers(MINE, frozenset({"default"}))]
+    stuck = without_handler(await store.waiting_job_types(), live)
+    assert [(w.job_type, w.queue, w.jobs) for w in stuck] == [
+        ("app:other", "default", 2), ("app:mine", "nobody", 1)]
+    assert without_handler(await store.waiting_job_types(), [*live, None]) == []
