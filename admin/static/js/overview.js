@@ -123,7 +123,7 @@ function buildQueueRow(q) {
     type: "button", class: "small", testid: "pause-" + q.queue,
     onclick: (ev) => toggleQueue(tr._q, ev.currentTarget),
   });
-  tr.append(c.name, el("td", {}, c.state, " ", c.nohandler), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
+  tr.append(c.name, el("td", {}, [c.state, " ", c.nohandler]), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
             el("td", { class: "actions" }, c.toggle));
   return tr;
 }
