@@ -8,9 +8,8 @@ entry is acked; so is an entry a daemon without the job's handler read
 (``sweep_interval_s``), and the sweep's new entry may again reach a daemon that cannot run
 it. Every ``poll_interval_max_s``, while the worker streams and has free slots, it claims:
 
-- while a live daemon of its queues lacks some of its job types (``FleetBeat.lacking_peers``),
-  and once after the daemon starts streaming: the due jobs of its queues that it can run,
-  with the poller's claim (capped or not);
+- while a live daemon of its queues lacks some of its job types (``FleetBeat.lacking_peers``):
+  the due jobs of its queues that it can run, with the poller's claim (capped or not);
 - else, with caps: the capped tenants' and queues' due jobs (the capped claim);
 - else nothing (it only sleeps).
 
@@ -65,9 +64,6 @@ class CappedBacklog:
         self._counters = counters
         #: Whether a live daemon of its queues lacks some of its types (FleetBeat).
         self._lacking_peers = peers
-        #: The first pass in streams mode claims like a poller whatever the fleet is: jobs
-        #: whose entries were acked before this daemon (with their handler) started.
-        self._first = True
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = BacklogConfig.from_settings(settings)
@@ -76,14 +72,13 @@ class CappedBacklog:
         free = self._pool.free_slots()
         if self._lifecycle.dispatch is not State.STREAMS or free <= 0:
             return BacklogResult(0)
-        poll = self._first or self._lacking_peers()
+        poll = self._lacking_peers()
         if not (poll or self._store.tenant_limits or self._store.queue_limits):
             return BacklogResult(0)
         with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
             if poll:
                 claimed = await self._store.claim_due_jobs(
                     self._queues.order(), free, self._worker_id, self.config.lease_s)
-                self._first = False
             else:
                 claimed = await self._store.claim_capped_backlog(
                     self._queues.intake, free, self._worker_id, self.config.lease_s)

@@ -517,7 +517,7 @@ SELECT u.ord, j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.pri
        j.cancel_requested,
        (j.job_type = u.job_type AND j.payload = u.payload::jsonb) AS same_job
 FROM unnest(%(ords)s::bigint[], %(tenant_ids)s::text[], %(idempotency_keys)s::text[],
-            %(runnable_types)s::text[], %(payloads)s::text[])
+            %(job_types)s::text[], %(payloads)s::text[])
      AS u(ord, tenant_id, idempotency_key, job_type, payload)
 JOIN background_jobs AS j
   ON j.tenant_id = u.tenant_id AND j.idempotency_key = u.idempotency_key
