@@ -106,7 +106,8 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     # 150 drained, and the periodic sys:noop's slots (one a minute) on top.
     expect(dash.testid("count-completed")).to_have_text(re.compile(r"^15[0-9]$"))
     expect(dash.testid("count-dead")).to_have_text("3")
-    expect(dash.testid("count-scheduled")).to_have_text("4")  # 2 delayed + 2 retrying
+    expect(dash.testid("count-delayed")).to_have_text("2")  # the retrying two: under Retrying
+    expect(dash.testid("tab-count-scheduled")).to_have_text("4")  # 2 delayed + 2 retrying
     expect(dash.testid("chart-total-completed")).to_have_text(re.compile(r"^15[0-9]$"))
     expect(dash.testid("chart-total-failed")).to_have_text("3")
     expect(dash.testid("chart-total-retried")).to_have_text("2")

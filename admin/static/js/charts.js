@@ -3,6 +3,8 @@
 import { el } from "./core.js";
 
 export const SERIES = ["completed", "failed", "retried"];
+// A time label every this many minutes: the first that leaves at most 8 on the axis.
+const TICK_MINUTES = [1, 2, 5, 10, 15, 30];
 
 function niceMax(value) {
   if (value <= 4) return 4;
@@ -39,7 +41,8 @@ export function lineChart(points, { width = 1000, height = 210 } = {}) {
   const y = (v) => pad.top + innerH - (v / top) * innerH;
   const svg = el("svg:svg", {
     class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", testid: "chart-svg",
-    "aria-label": "Jobs completed, failed and retried per minute over the last hour",
+    "data-minutes": points.length,
+    "aria-label": `Jobs completed, failed and retried per minute over the last ${points.length} minutes`,
   });
   const grid = el("svg:g", { class: "grid axis" });
   for (const frac of [0, 0.25, 0.5, 0.75, 1]) {
@@ -48,8 +51,9 @@ export function lineChart(points, { width = 1000, height = 210 } = {}) {
                 el("svg:text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end",
                                  text: Number.isInteger(v) ? v : v.toFixed(1) }));
   }
+  const every = TICK_MINUTES.find((m) => points.length / m <= 8) || 60;
   points.forEach((p, i) => {
-    if (new Date(p.minute).getMinutes() % 10 === 0) {
+    if (new Date(p.minute).getMinutes() % every === 0) {
       grid.append(el("svg:text", { x: x(i), y: height - 6, "text-anchor": "middle", text: hhmm(p.minute) }));
     }
   });
