@@ -4,6 +4,12 @@ queues and tenants, jobs that died and wait to retry, scheduled jobs, running jo
 jobs, tenants with limits and a reply the provider refused. Each picture is taken once its
 tab shows what the API says.
 
+The throughput chart also shows the 35 minutes before the run: per-minute counter rows
+(``gochatd_job_counts``, what the daemons' flushes write) added for those minutes, so the
+picture is that of a fleet that has been busy for a while rather than of one a few seconds
+old; the page reads and draws them as any other. Only the chart counts them: the jobs of
+those minutes are not in the table (the count cards show this run's jobs).
+
 The pictures go to artifacts/screenshots/ (ignored by git), so an ordinary run leaves the
 tree clean; ``GOCHAT_UPDATE_SCREENSHOTS=1`` writes them over docs/screenshots/ instead, to
 refresh the docs."""
@@ -11,6 +17,7 @@ refresh the docs."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -19,7 +26,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.support import REPO_ROOT, TIMEOUT_S, Dash, Harness
+from tests.browser.support import REPO_ROOT, TIMEOUT_S, Dash, Harness, add_past_counts
 from tests.support.daemon_process import poll_until
 from tests.support.e2e_jobs import query
 from tests.support.webhook_receiver import Answer, WebhookReceiver
@@ -33,6 +40,32 @@ PERIODIC = {
     "reports:nightly": {"cron": "0 3 * * *", "tz": "Europe/Berlin", "catch_up": "latest"},
 }
 DRAIN = [("default", "acme"), ("high", "globex"), ("low", "initech")]
+#: Minutes of history before the run, in the chart only.
+HISTORY_MINUTES = 35
+
+
+def history(minutes_ago: int) -> dict[tuple[str, str], tuple[int, int, int]]:
+    """One past minute's finishes per (queue, job type): (completed, failed, retried). A
+    working day's wave with some noise, the same on every run."""
+    wave = 1 + math.sin(minutes_ago / 5.5)
+    noise = (minutes_ago * 37) % 11
+    return {
+        ("default", "sys:noop"): (int(40 + 30 * wave + 2 * noise), 0, 0),
+        ("high", "mail:send"): (int(18 + 12 * (2 - wave) + noise), noise % 4 // 3,
+                                 (noise + minutes_ago) % 5),
+        ("low", "report:build"): (int(6 + 4 * wave), 1 if minutes_ago % 9 == 4 else 0,
+                                  1 if minutes_ago % 7 == 2 else 0),
+    }
+
+
+def seed_history(db_url: str) -> tuple[int, int, int]:
+    """The history's counter rows; its totals (completed, failed, retried)."""
+    totals = [0, 0, 0]
+    for minutes_ago in range(1, HISTORY_MINUTES + 1):
+        for (queue, job_type), counts in history(minutes_ago).items():
+            add_past_counts(db_url, minutes_ago, queue, job_type, *counts)
+            totals = [t + c for t, c in zip(totals, counts, strict=True)]
+    return totals[0], totals[1], totals[2]
 
 
 @pytest.fixture
@@ -90,6 +123,7 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     query(pg_clean, "DELETE FROM gochatd_queue_pauses")
     dash = harness.open(pg_clean, env, viewport=(1360, 860))
     harness.start_daemon(pg_clean, env)  # a second daemon: the fleet has two
+    completed, failed, retried = seed_history(pg_clean)
     ids = seed(dash)
     query(pg_clean, "INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, "
                     "dedupe_key) VALUES ('acme', %s, 'whatsapp', '+15550100', "
@@ -108,9 +142,13 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     expect(dash.testid("count-dead")).to_have_text("3")
     expect(dash.testid("count-delayed")).to_have_text("2")  # the retrying two: under Retrying
     expect(dash.testid("tab-count-scheduled")).to_have_text("4")  # 2 delayed + 2 retrying
-    expect(dash.testid("chart-total-completed")).to_have_text(re.compile(r"^15[0-9]$"))
-    expect(dash.testid("chart-total-failed")).to_have_text("3")
-    expect(dash.testid("chart-total-retried")).to_have_text("2")
+    # 150 drained and the periodic slots, on top of the history.
+    totals = "|".join(f"{completed + n:,}" for n in range(150, 160))
+    expect(dash.testid("chart-total-completed")).to_have_text(re.compile(f"^({totals})$"))
+    expect(dash.testid("chart-total-failed")).to_have_text(f"{failed + 3:,}")
+    expect(dash.testid("chart-total-retried")).to_have_text(f"{retried + 2:,}")
+    # From the history's first minute to now (one more if a minute turned meanwhile).
+    expect(dash.testid("chart-window")).to_have_text(re.compile(r"^last 3[67] minutes$"))
     shoot(dash, "overview")
 
     dash.tab("fleet")
