@@ -1,5 +1,6 @@
 """A picture of each dashboard tab with realistic data, saved to docs/screenshots/ (shown by
-docs/operations.md): two daemons on one PostgreSQL database, a drain of 150 jobs over three
+docs/operations.md): two daemons on one PostgreSQL database (and a third, killed with SIGKILL
+while it ran an export, shown as lost with the job it holds), a drain of 150 jobs over three
 queues and tenants, jobs that died and wait to retry, scheduled jobs, running jobs, periodic
 jobs, tenants with limits and a reply the provider refused. Each picture is taken once its
 tab shows what the API says.
@@ -23,6 +24,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -114,6 +116,26 @@ def seed(dash: Dash) -> dict[str, list[int]]:
     return ids
 
 
+def kill_an_exporter(harness: Harness, dash: Dash, env: dict[str, str]) -> tuple[str, int]:
+    """A third daemon, the only one reading queue ``exports``, killed with SIGKILL while it
+    runs an export (its lease is long: the reaper leaves it for the whole test). Its id
+    and the job's."""
+    daemon, base = harness.start_daemon(dash.db_url, {
+        **env, "GOCHAT_WORKER_QUEUES": "exports=1", "GOCHAT_WORKER_LEASE_S": "3600"})
+    worker_id = str(httpx.get(base + "/v1/status", timeout=10).json()["worker_id"])
+    [export] = dash.enqueue("sys:sleep", [{"seconds": 900, "export": "orders-2026-11.csv"}],
+                            queue="exports", tenant_id="initech")
+    assert dash.wait_job(export, "running")["locked_by"] == worker_id
+
+    def beat_with_the_export() -> bool:
+        rows = [d for d in dash.get("/v1/fleet")["daemons"] if d["id"] == worker_id]
+        return bool(rows) and (rows[0]["mode"], rows[0]["in_flight"]) == ("polling", 1)
+
+    poll_until(beat_with_the_export, timeout_s=TIMEOUT_S, what="a heartbeat with the export")
+    daemon.kill9()
+    return worker_id, export
+
+
 def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: WebhookReceiver) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     env = {"GOCHAT_TENANTS": json.dumps(TENANTS), "GOCHAT_PERIODIC": json.dumps(PERIODIC),
@@ -123,6 +145,7 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     query(pg_clean, "DELETE FROM gochatd_queue_pauses")
     dash = harness.open(pg_clean, env, viewport=(1360, 860))
     harness.start_daemon(pg_clean, env)  # a second daemon: the fleet has two
+    lost, export = kill_an_exporter(harness, dash, env)
     completed, failed, retried = seed_history(pg_clean)
     ids = seed(dash)
     query(pg_clean, "INSERT INTO reply_outbox (tenant_id, job_id, channel, recipient, body, "
@@ -136,7 +159,7 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     expect(dash.testid("queue-queued-default")).to_have_text("0")
     expect(dash.testid("tab-count-dead")).to_have_text("3")
     expect(dash.testid("tab-count-retries")).to_have_text("2")
-    expect(dash.testid("tab-count-busy")).to_have_text("2")
+    expect(dash.testid("tab-count-busy")).to_have_text("3")  # 2 + the lost daemon's export
     # 150 drained, and the periodic sys:noop's slots (one a minute) on top.
     expect(dash.testid("count-completed")).to_have_text(re.compile(r"^15[0-9]$"))
     expect(dash.testid("count-dead")).to_have_text("3")
@@ -152,8 +175,10 @@ def test_screenshot_of_each_tab(harness: Harness, pg_clean: str, receiver: Webho
     shoot(dash, "overview")
 
     dash.tab("fleet")
-    expect(dash.page.locator("#fleet-body tr")).to_have_count(2)
-    expect(dash.testid("fleet-summary")).to_contain_text("2 alive of 2")
+    expect(dash.page.locator("#fleet-body tr")).to_have_count(3)
+    expect(dash.testid(f"fleet-state-{lost}")).to_have_text("lost", timeout=40_000)
+    expect(dash.testid(f"fleet-held-job-{export}")).to_be_visible()
+    expect(dash.testid("fleet-summary")).to_contain_text("2 alive of 3 · 1 lost")
     shoot(dash, "fleet")
 
     dash.tab("busy")
