@@ -107,3 +107,8 @@ def test_the_count_cards_stay_on_one_row_at_1024_px(harness: Harness, tmp_path: 
         "Array.from(document.querySelectorAll('#counts .label'))"
         ".filter((l) => l.scrollWidth > l.clientWidth).map((l) => l.textContent)")
     assert clipped == [], clipped
+    # The header stays one line too (the token field's placeholder says whether it is needed).
+    header = dash.page.locator("header").bounding_box()
+    refresh = _box(dash, "refresh-now")
+    assert header is not None and header["height"] < refresh["height"] + 35, header
+    expect(dash.testid("token-input")).to_have_attribute("placeholder", "no admin.token set")
