@@ -181,6 +181,10 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         """Queued or retrying jobs not yet due (database clock)."""
         ...
 
+    async def count_delayed_jobs(self) -> int:
+        """Queued jobs not yet due (database clock): ``QueueStats.delayed`` summed."""
+        ...
+
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         """Retention: delete up to ``limit`` jobs of a terminal ``status`` whose last change
         (``updated_at``) is older than ``older_than_s`` by the database clock; the count."""

@@ -310,6 +310,10 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         rows = await self._read("count_scheduled_jobs", {})
         return int(rows[0][0]) if rows else 0
 
+    async def count_delayed_jobs(self) -> int:
+        rows = await self._read("count_delayed_jobs", {})
+        return int(rows[0][0]) if rows else 0
+
     async def requeue_job(self, job_id: int) -> Job:
         rows = await self._write("requeue_job", {"id": job_id})
         if rows:

@@ -297,6 +297,12 @@ WHERE (:status IS NULL OR status = :status)
 ORDER BY scheduled_at, id
 LIMIT :limit;
 
+-- name: count_delayed_jobs
+-- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
+-- queues' delayed column does; a retrying job counts under retrying only).
+SELECT count(*) FROM background_jobs
+WHERE status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0);
+
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
 SELECT count(*) FROM background_jobs
