@@ -702,16 +702,38 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 
 -- name: pick_limited_due_job_ids
 -- Streams mode: the due backlog of limited tenants below their cap (their refused stream
--- entries were acked; this claims them as slots free, not only at the next sweep).
-SELECT id FROM background_jobs AS b
-WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
-  AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
-        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
-ORDER BY least(b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
-                                  / %(aging_s)s::float8),
-               max(b.priority) OVER (PARTITION BY b.queue)) DESC,
-         scheduled_at, id
+-- entries were acked; this claims them as slots free, not only at the next sweep). Shaped
+-- like pick_due_job_ids, for each queue: the first %(limit)s due jobs of each priority,
+-- then the best of those by level (docs/priority.md).
+WITH RECURSIVE priorities(queue, p) AS (
+    SELECT q.queue, (SELECT b.priority FROM background_jobs AS b
+                     WHERE b.queue = q.queue AND b.status IN ('queued', 'retrying')
+                     ORDER BY b.priority LIMIT 1)
+    FROM unnest(%(queues)s::text[]) AS q(queue)
+    UNION ALL
+    SELECT priorities.queue, (SELECT b.priority FROM background_jobs AS b
+                              WHERE b.queue = priorities.queue
+                                AND b.status IN ('queued', 'retrying')
+                                AND b.priority > priorities.p
+                              ORDER BY b.priority LIMIT 1)
+    FROM priorities WHERE priorities.p IS NOT NULL
+), heads AS MATERIALIZED (
+    SELECT h.id, h.queue, h.priority, h.aged, h.scheduled_at
+    FROM priorities CROSS JOIN LATERAL (
+        SELECT b.id, b.queue, b.priority, b.scheduled_at,
+               b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
+                                  / %(aging_s)s::float8) AS aged
+        FROM background_jobs AS b
+        WHERE b.queue = priorities.queue AND b.status IN ('queued', 'retrying')
+          AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND b.tenant_id = ANY(%(open)s::text[])
+          AND (CASE WHEN %(scope_only)s::bool THEN b.tenant_id = ANY(%(scope_tenants)s::text[])
+                ELSE b.tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+        ORDER BY b.scheduled_at, b.id
+        LIMIT %(limit)s) AS h
+)
+SELECT id FROM heads
+ORDER BY least(aged, max(priority) OVER (PARTITION BY queue)) DESC, scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: running_by_tenant

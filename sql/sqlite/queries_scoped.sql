@@ -508,14 +508,30 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
        traceparent, cancel_requested;
 
 -- name: pick_limited_due_job_ids
-SELECT id FROM background_jobs
-WHERE tenant_id IN (SELECT value FROM json_each(:open))
-  AND queue IN (SELECT value FROM json_each(:queues))
-  AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
-ORDER BY min(priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - scheduled_at)
-                             / :aging_s AS INTEGER), max(priority) OVER (PARTITION BY queue)) DESC,
-         scheduled_at, id
+-- Postgres' query says why: for each queue, the first :limit due jobs of each priority,
+-- then the best of those by level.
+WITH RECURSIVE priorities(queue, p) AS (
+    SELECT q.value, (SELECT min(b.priority) FROM background_jobs AS b
+                     WHERE b.queue = q.value AND b.status IN ('queued', 'retrying'))
+    FROM json_each(:queues) AS q
+    UNION ALL
+    SELECT priorities.queue, (SELECT min(b.priority) FROM background_jobs AS b
+                              WHERE b.queue = priorities.queue
+                                AND b.status IN ('queued', 'retrying')
+                                AND b.priority > priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+SELECT b.id FROM priorities JOIN background_jobs AS b
+  ON b.id IN (SELECT h.id FROM background_jobs AS h
+              WHERE h.queue = priorities.queue AND h.status IN ('queued', 'retrying')
+                AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND h.tenant_id IN (SELECT value FROM json_each(:open))
+                AND ((h.tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+              ORDER BY h.scheduled_at, h.id
+              LIMIT :limit)
+ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
+                               / :aging_s AS INTEGER), max(b.priority) OVER (PARTITION BY b.queue)) DESC,
+         b.scheduled_at, b.id
 LIMIT :limit;
 
 -- name: running_by_tenant
