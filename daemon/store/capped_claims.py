@@ -144,6 +144,21 @@ def pg_claim_capped(
         return claim.claim(picked, owner, lease_s) if picked else []
 
 
+def split_delivered(
+    delivered: Mapping[str, Sequence[int | None]], capped_queues: Mapping[str, int]
+) -> tuple[list[int], dict[str, int]]:
+    """A capped stream claim: the ids to claim by name, and per capped queue
+    (worker.queue_limits) how many of its best jobs by level to claim instead. In a capped
+    queue each entry is a token of the queue, as in a queue with mixed priorities
+    (docs/priority.md): what it leaves waiting is the capped backlog's, like a refused
+    entry's job. Elsewhere the named ids, each tenant's by level within its cap."""
+    named = [job_id for queue, queue_ids in delivered.items() if queue not in capped_queues
+             for job_id in queue_ids if job_id is not None]
+    tokens = {queue: len(queue_ids) for queue, queue_ids in delivered.items()
+              if queue in capped_queues and queue_ids}
+    return named, tokens
+
+
 def _pairs(limits: Mapping[str, int]) -> str:
     return json.dumps([[name, n] for name, n in limits.items()])
 

@@ -21,7 +21,8 @@ from tests.support.priority_model import Waiting, claim_order
 
 AGING_S = 100.0
 BATCHES = (1, 3, 1, 5, 2, 4, 1, 100)
-PATHS = ("polling", "tenant-capped", "queue-capped", "stream", "capped-backlog")
+PATHS = ("polling", "tenant-capped", "queue-capped", "stream", "stream-queue-capped",
+         "capped-backlog")
 #: A cap that never bites: the capped statements rank, nothing is refused.
 ROOMY = 1000
 
@@ -29,7 +30,7 @@ Claim = Callable[[int], Awaitable[list[ClaimedJob]]]
 
 
 def _claim(store: JobStore, path: str) -> Claim:
-    if path == "stream":  # entries whose jobs are gone: the queue's best n dispatched jobs
+    if path.startswith("stream"):  # entries whose jobs are gone: the queue's best n jobs
         return lambda n: store.claim_delivered_jobs({"default": [None] * n}, "w1", 30.0)
     if path == "capped-backlog":
         return lambda n: store.claim_capped_backlog(["default"], n, "w1", 30.0)
@@ -39,7 +40,7 @@ def _claim(store: JobStore, path: str) -> Claim:
 def _caps(store: JobStore, path: str) -> None:
     if path in ("tenant-capped", "capped-backlog"):
         store.tenant_limits = {"t": ROOMY}
-    if path == "queue-capped":
+    if path in ("queue-capped", "stream-queue-capped"):
         store.queue_limits = {"default": ROOMY}
 
 
