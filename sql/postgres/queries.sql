@@ -163,6 +163,7 @@ WITH RECURSIVE priorities(p) AS (
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 ), picked AS (
     SELECT id FROM heads
     ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id LIMIT %(limit)s
@@ -705,6 +706,7 @@ WITH RECURSIVE priorities(p) AS (
           AND b.tenant_id <> ALL(%(full)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 )
 SELECT id FROM heads ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id
 LIMIT %(limit)s;
@@ -812,6 +814,7 @@ WITH RECURSIVE priorities(queue, p) AS (
           AND b.tenant_id = ANY(%(open)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 )
 SELECT id FROM heads
 ORDER BY least(aged, max(priority) OVER (PARTITION BY queue)) DESC, scheduled_at, id

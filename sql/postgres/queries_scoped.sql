@@ -90,6 +90,7 @@ WITH RECURSIVE priorities(p) AS (
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 ), picked AS (
     SELECT id FROM heads
     ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id LIMIT %(limit)s
@@ -618,6 +619,7 @@ WITH RECURSIVE priorities(p) AS (
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 )
 SELECT id FROM heads ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id
 LIMIT %(limit)s;
@@ -731,6 +733,7 @@ WITH RECURSIVE priorities(queue, p) AS (
                 ELSE b.tenant_id <> ALL(%(scope_tenants)s::text[]) END)
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 )
 SELECT id FROM heads
 ORDER BY least(aged, max(priority) OVER (PARTITION BY queue)) DESC, scheduled_at, id
