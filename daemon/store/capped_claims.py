@@ -1,9 +1,10 @@
 """Claims under caps: ``tenants.<id>.max_running`` and ``worker.queue_limits`` (used only
 when some tenant or queue has one; otherwise the plain claim queries run, untouched).
 
-Both claim paths come here: stream-delivered ids, and polling, which first picks due ids
-(skipping tenants already at their cap, and taking at most a capped queue's free slots) and
-then claims them like delivered ids. In one transaction: find the capped queues and tenants
+Both claim paths come here: stream-delivered ids (but in a capped queue each entry is a
+token of the queue, spent on its best job by level: ``split_delivered``), and polling, which
+first picks due ids (skipping tenants already at their cap, and taking at most a capped
+queue's free slots) and then claims them like delivered ids. In one transaction: find the capped queues and tenants
 among the ids; on PostgreSQL take each one's advisory transaction lock, the queues' in
 sorted order and then the tenants' (one order for every claimer: no deadlock; SQLite's
 BEGIN IMMEDIATE already serialises claimers); claim with ``claim_jobs_limited``, which
