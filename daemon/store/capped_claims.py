@@ -4,13 +4,13 @@ when some tenant or queue has one; otherwise the plain claim queries run, untouc
 Both claim paths come here: stream-delivered ids (but in a capped queue each entry is a
 token of the queue, spent on its best job by level: ``split_delivered``), and polling, which
 first picks due ids (skipping tenants already at their cap, and taking at most a capped
-queue's free slots) and then claims them like delivered ids. In one transaction: find the capped queues and tenants
-among the ids; on PostgreSQL take each one's advisory transaction lock, the queues' in
-sorted order and then the tenants' (one order for every claimer: no deadlock; SQLite's
-BEGIN IMMEDIATE already serialises claimers); claim with ``claim_jobs_limited``, which
-caps each tenant at max_running minus its running jobs and then, among what the tenants
-allow, each queue likewise. Without capped tenants or queues among the ids the plain
-``claim_jobs`` runs.
+queue's free slots) and then claims them like delivered ids. In one transaction: find the
+capped queues and tenants among the ids; on PostgreSQL take each one's advisory transaction
+lock, the queues' in sorted order and then the tenants' (one order for every claimer: no
+deadlock; SQLite's BEGIN IMMEDIATE already serialises claimers); claim with
+``claim_jobs_limited``, which caps each tenant at max_running minus its running jobs and
+then, among what the tenants allow, each queue likewise. Without capped tenants or queues
+among the ids the plain ``claim_jobs`` runs.
 
 A delivered id refused for a cap stays queued: its stream entry is acked like any other
 unclaimed one, and the capped backlog (streams, loops/capped_backlog.py) or the next poll
