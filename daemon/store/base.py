@@ -44,8 +44,8 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     #: worker.queue_limits: both claim paths cap each queue's running jobs, fleet-wide, and
     #: a job must fit its tenant's cap too. Empty (the default): nothing changes.
     queue_limits: dict[str, int]
-    #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds
-    #: (docs/priority.md); every claim orders due jobs by it.
+    #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds,
+    #: up to its queue's top level (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
 
     async def open(self) -> None: ...
