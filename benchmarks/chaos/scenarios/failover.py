@@ -26,6 +26,12 @@ def _running(ctx: Context) -> int:
         "SELECT count(*) FROM chaos_executions WHERE ended_at IS NULL")[0][0])
 
 
+def _listening(ctx: Context) -> int:
+    return int(ctx.db.scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE usename = %s AND query ILIKE 'LISTEN%%'",
+        [APP_ROLE]))
+
+
 def _first_after(ctx: Context, t: float) -> float | None:
     value = ctx.db.executions(
         "SELECT min(started_at) FROM chaos_executions WHERE started_at > %s", [t])[0][0]
@@ -76,6 +82,12 @@ def failover(ctx: Context) -> None:
     ctx.notes["enqueue_after_promotion_s"] = round(enqueue_back - promoted_at, 3)
     ctx.check(not ctx.fleet.unexpected_exits(), "a daemon exited across the failover")
     ctx.wait_done()
+    try:  # every daemon LISTENs again, on the new primary
+        ctx.wait(lambda: _listening(ctx) >= len(ctx.fleet.daemons), timeout_s=30,
+                 what="every daemon's LISTEN session on the new primary")
+    except AssertionError as exc:
+        ctx.check(False, f"LISTEN did not come back after the failover: {exc}")
+    ctx.notes["listen_sessions_on_new_primary"] = _listening(ctx)
     ctx.probe_maintenance()
 
 
