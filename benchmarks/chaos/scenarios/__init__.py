@@ -15,7 +15,7 @@ ORDER = [
     "redis_restart", "redis_partition", "redis_cluster_master_kill", "pool_exhaustion",
     "retry_storm", "priority_starvation", "poison_job", "rolling_restart", "clock_skew",
     "pg_failover_sync", "pg_failover_async", "host_clock_jump", "db_clock_jump",
-    "pg_disk_full",
+    "pg_disk_full", "redis_maxmemory",
 ]
 SCENARIOS: dict[str, Scenario] = {name: _BY_NAME[name] for name in ORDER}
 assert set(SCENARIOS) == set(_BY_NAME), "a scenario is missing from ORDER"

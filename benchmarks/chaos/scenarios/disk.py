@@ -86,6 +86,9 @@ def pg_disk_full(ctx: Context) -> None:
         ctx.healed(fault)
         ctx.wait(lambda: producer.acked_after(freed_at) > 0, timeout_s=60,
                  what="an enqueue acknowledged once space returned")
+        ctx.wait(lambda: _probe(ctx, "/readyz")[0] == 200, timeout_s=30,
+                 what="/readyz ready again once space returned")
+        ctx.notes["ready_again_after_s"] = round(time.time() - freed_at, 2)
         ctx.hold(2.0)  # load after the disk was freed
     finally:
         disk.release()
@@ -124,7 +127,59 @@ def _disk(base: Path) -> OwnCluster:
     return DiskCluster(base)
 
 
+def _oom_errors(ctx: Context) -> int:
+    """Commands Redis refused with OOM since the scenario began (INFO errorstats)."""
+    text = ctx.services.redis.command("INFO", "errorstats").decode(errors="replace")
+    for line in text.splitlines():
+        if line.startswith("errorstat_OOM:"):
+            return int(line.split("count=")[1].split(",")[0])
+    return 0
+
+
+def redis_maxmemory(ctx: Context) -> None:
+    redis = ctx.services.redis
+    full_s = 4.0 if ctx.opts.smoke else 20.0
+    redis.command("CONFIG", "RESETSTAT")
+
+    def unlimited() -> None:
+        redis.command("CONFIG", "SET", "maxmemory", "0")
+
+    ctx.cleanups.append(unlimited)  # the run's Redis serves the next scenarios
+    ctx.enqueue(ctx.opts.jobs // 3, work_s=(0.05, 0.2))
+    redis.command("CONFIG", "SET", "maxmemory-policy", "noeviction")
+    fault = ctx.fault("redis_maxmemory", detail="maxmemory 1 byte, noeviction")
+    try:
+        redis.command("CONFIG", "SET", "maxmemory", "1")  # over it at once: every write refused
+        full = ctx.enqueue(ctx.opts.jobs // 3, work_s=(0.05, 0.2))
+        ctx.wait_done(full, timeout_s=60 + full_s)
+        ctx.hold(max(0.0, full_s - (time.time() - fault.at)))  # the fault's own length
+        refused = _oom_errors(ctx)
+    finally:
+        unlimited()
+    ctx.healed(fault)
+    ctx.enqueue(ctx.opts.jobs // 3, work_s=(0.05, 0.2))
+    ctx.wait_done()
+    polled = [d.slot for d in ctx.fleet.daemons
+              if any(fault.at < at and mode == "polling" for at, mode in ctx.mode_changes(d.slot))]
+
+    def on_streams() -> bool:
+        return all((ctx.mode_changes(d.slot) or [(0.0, "")])[-1][1] == "streams"
+                   for d in ctx.fleet.daemons)
+
+    try:
+        ctx.wait(on_streams, timeout_s=15, what="every daemon back on streams")
+    except AssertionError as exc:
+        ctx.check(False, f"not every daemon returned to streams: {exc}")
+    ctx.notes.update(redis_oom_refusals=refused, slots_polling=polled,
+                     jobs_enqueued_while_full=len(full))
+    ctx.check(refused > 0, "Redis refused no command at maxmemory")
+    ctx.check(bool(polled), "no daemon fell back to polling while Redis refused writes")
+    ctx.probe_maintenance()
+
+
 SCENARIOS = [
     Scenario("pg_disk_full", "the database's disk (a tmpfs) filled to the last byte, then freed",
              pg_disk_full, own_cluster=_disk, slot_env=_admin_env, claim_loss_possible=True),
+    Scenario("redis_maxmemory", "Redis at maxmemory with noeviction: XADD refused",
+             redis_maxmemory),
 ]
