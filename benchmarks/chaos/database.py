@@ -13,6 +13,8 @@ Instrumentation (the runner's, not the daemon's):
   every accepted completion and every reap, whoever made them.
 """
 
+from __future__ import annotations
+
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -143,6 +145,13 @@ class Snapshot:
     executions: list[Execution]
     transitions: list[Transition]
     effects: dict[int, int]
+
+    def without(self, ids: set[int]) -> Snapshot:
+        """The snapshot less these jobs (a documented loss the invariants do not judge)."""
+        return Snapshot({i: j for i, j in self.jobs.items() if i not in ids},
+                        [e for e in self.executions if e.job_id not in ids],
+                        [t for t in self.transitions if t.job_id not in ids],
+                        {i: n for i, n in self.effects.items() if i not in ids})
 
 
 class ScenarioDb:

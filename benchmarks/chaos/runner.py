@@ -87,7 +87,13 @@ def run_scenario(scenario: Scenario, opts: Options, services: Services) -> Scena
         if scenario.own_cluster:
             own = scenario.own_cluster(workdir)
             stack.callback(own.stop)
-            own.start()
+            try:
+                own.start()
+            except Exception as exc:  # a setup that cannot run here: a failed result
+                result.error = f"{type(exc).__name__}: {exc}"[:2000]
+                result.violations = [f"scenario setup failed: {result.error}"]
+                result.duration_s = round(time.monotonic() - started, 1)
+                return result
         redis_url = redis_cluster.url if redis_cluster else services.redis.url
         db = ScenarioDb(own or services.cluster, f"chaos_{scenario.name}", redis_url,
                         redis_cluster=redis_cluster is not None,
@@ -134,10 +140,11 @@ def _run_and_judge(ctx: Context, result: ScenarioResult, workdir: Path) -> None:
 
 def _judge(result: ScenarioResult, ctx: Context, timing: Timing) -> None:
     scenario, fleet = ctx.scenario, ctx.fleet
-    snap = ctx.db.snapshot()
+    snap = ctx.db.snapshot().without(ctx.excluded)
     expect = Expectations(
-        enqueued=set(ctx.jobs), expected_dead=set(ctx.expected_dead), ghosts=set(ctx.ghosts),
-        with_effect=set(ctx.with_effect), concurrency=timing.concurrency,
+        enqueued=set(ctx.jobs) - ctx.excluded, expected_dead=set(ctx.expected_dead),
+        ghosts=set(ctx.ghosts), with_effect=set(ctx.with_effect) - ctx.excluded,
+        concurrency=timing.concurrency,
         claim_loss_possible=scenario.claim_loss_possible, overlap_allowed=scenario.overlap_allowed,
     )
     findings = Checker(snap, expect, fleet.deaths).run()

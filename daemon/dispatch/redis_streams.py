@@ -73,9 +73,8 @@ class RedisStreams:
         self._open = False
         self._fill = LuaScript(FILL_SCRIPT)
         self._publish = LuaScript(PUBLISH_SCRIPT)
-        #: An XADD was refused for memory (``maxmemory`` with ``noeviction``). Reads still
-        #: work then, so the intake must not trust them: it polls the database until
-        #: ``check_writable`` passes.
+        #: An XADD was refused for memory (``maxmemory``, ``noeviction``): reads still work,
+        #: so the intake polls the database instead until ``check_writable`` passes.
         self.writes_refused = False
 
     @classmethod

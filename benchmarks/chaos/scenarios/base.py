@@ -102,6 +102,9 @@ class Context:
         self.expected_dead: set[int] = set()
         self.ghosts: set[int] = set()
         self.with_effect: set[int] = set()
+        #: Jobs a documented loss took (an asynchronous standby's failover rolled them back):
+        #: counted by the scenario, left out of the invariants.
+        self.excluded: set[int] = set()
         self.faults: list[Fault] = []
         self.violations: list[str] = []
         self.notes: dict[str, Any] = {}

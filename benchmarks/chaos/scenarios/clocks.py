@@ -16,13 +16,14 @@ run twice, no periodic slot enqueued twice, nothing lost."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import cast
 
 from benchmarks.chaos.faketime import FakeClock
-from benchmarks.chaos.fleet import read_events
+from benchmarks.chaos.fleet import GOCHATD, read_events
 from benchmarks.chaos.postgres import PgCluster
 from benchmarks.chaos.redis_server import free_port
 from benchmarks.chaos.scenarios.base import Context, OwnCluster, Scenario
@@ -83,7 +84,7 @@ def host_clock_jump(ctx: Context) -> None:
         daemon.env.update(clock.env(exact=False))
     ctx.fleet.start()
     lease, smoke = ctx.timing.lease_s, ctx.opts.smoke
-    hold_s = 3.0 if smoke else 10.0
+    hold_s = 2.0 if smoke else 10.0
     delay_s = 2 * hold_s + 4.0  # due while the clocks are off
     delayed = ctx.enqueue(max(5, ctx.opts.jobs // 10), work_s=(0.02, 0.05), effect=False,
                           delay_s=delay_s)
@@ -149,7 +150,7 @@ def db_clock_jump(ctx: Context) -> None:
     _real_time_audit(ctx, clock)
     ctx.fleet.start()
     lease, smoke = ctx.timing.lease_s, ctx.opts.smoke
-    hold_s = 3.0 if smoke else 10.0
+    hold_s = 2.0 if smoke else 10.0
     delayed = ctx.enqueue(max(5, ctx.opts.jobs // 10), work_s=(0.02, 0.05), effect=False,
                           delay_s=4 * hold_s + 30.0)
     ctx.enqueue(ctx.opts.jobs, work_s=(1.0 * lease, 2.0 * lease))
@@ -167,18 +168,37 @@ def db_clock_jump(ctx: Context) -> None:
     ctx.hold(hold_s)  # back home: the periodic record is an hour ahead
     ctx.healed(back)
     slots_after_back, _, _ = _periodic(ctx, since=back_at + 0.5)
+    held = _run_held_jobs_now(ctx)
     ctx.wait_done()
     slots, twice, early_slots = _periodic(ctx)
     ctx.notes.update(
         leases_reaped_clock_ahead=reaped_ahead, delayed_jobs=len(delayed),
         delayed_started_early=_delayed_early(ctx, delayed), periodic_slots=slots,
         periodic_slots_twice=twice, periodic_slots_after_back=slots_after_back,
+        jobs_held_by_jump_run_now=held,
         stale_finishes_rejected=len(ctx.fleet.events("stale_finish_rejected")))
     ctx.check(twice == 0, f"{twice} periodic slots enqueued twice across the database clock jumps")
     ctx.check(early_slots == 0, f"{early_slots} periodic slots enqueued before their time")
     ctx.check(slots_after_back == 0,
               f"{slots_after_back} periodic slots enqueued behind the record after the jump back")
     ctx.probe_maintenance()
+
+
+def _run_held_jobs_now(ctx: Context) -> int:
+    """What an operator does after a step back: jobs retried or delayed while the clock was
+    ahead are due up to an hour late; ``gochatd jobs bulk run-now`` makes them due now."""
+    ids = [int(r[0]) for r in ctx.db.query(
+        "SELECT id FROM background_jobs WHERE status IN ('queued', 'retrying')"
+        " AND scheduled_at > now() + interval '30 minutes'")]
+    if not ids:
+        return 0
+    proc = subprocess.run(
+        [GOCHATD, "jobs", "bulk", "run-now", "--ids", ",".join(map(str, ids)),
+         "--database-url", ctx.db.app_url, "--redis-url", ctx.db.redis_url],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, check=False)
+    ctx.check(proc.returncode == 0, f"gochatd jobs bulk run-now: exit {proc.returncode}: "
+                                    f"{proc.stderr.strip()[-300:]}")
+    return len(ids)
 
 
 def _clock_cluster(base: Path) -> OwnCluster:

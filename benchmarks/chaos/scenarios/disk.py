@@ -61,7 +61,7 @@ def _running(ctx: Context) -> int:
 def pg_disk_full(ctx: Context) -> None:
     disk = cast(DiskCluster, ctx.cluster)
     smoke = ctx.opts.smoke
-    full_s = 4.0 if smoke else 15.0
+    full_s = 3.0 if smoke else 15.0
     url = disk.url(ctx.db.name, APP_ROLE)
     producer = Producer(url, ctx.db.redis_url, rate_per_s=30.0 if smoke else 60.0,
                         work_s=(0.1, 0.4), seed=f"{ctx.opts.seed}:{ctx.scenario.name}")
@@ -138,7 +138,7 @@ def _oom_errors(ctx: Context) -> int:
 
 def redis_maxmemory(ctx: Context) -> None:
     redis = ctx.services.redis
-    full_s = 4.0 if ctx.opts.smoke else 20.0
+    full_s = 3.0 if ctx.opts.smoke else 20.0
     redis.command("CONFIG", "RESETSTAT")
 
     def unlimited() -> None:
