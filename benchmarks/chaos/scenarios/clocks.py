@@ -87,8 +87,8 @@ def host_clock_jump(ctx: Context) -> None:
     hold_s = 2.0 if smoke else 10.0
     delay_s = 2 * hold_s + 4.0  # due while the clocks are off
     delayed = ctx.enqueue(max(5, ctx.opts.jobs // 10), work_s=(0.02, 0.05), effect=False,
-                          delay_s=delay_s)
-    ctx.enqueue(ctx.opts.jobs, work_s=(0.5 * lease, 1.5 * lease))
+                          delay_s=delay_s, queue="maint")
+    ctx.enqueue(ctx.opts.jobs // 2, work_s=(0.5 * lease, 1.5 * lease))
     ctx.wait_in_flight(0, at_least=1)
     for offset in (HOUR, -HOUR, 0):
         fault = ctx.fault("host_clock_jump", detail=f"{offset:+d}s")
@@ -152,8 +152,8 @@ def db_clock_jump(ctx: Context) -> None:
     lease, smoke = ctx.timing.lease_s, ctx.opts.smoke
     hold_s = 2.0 if smoke else 10.0
     delayed = ctx.enqueue(max(5, ctx.opts.jobs // 10), work_s=(0.02, 0.05), effect=False,
-                          delay_s=4 * hold_s + 30.0)
-    ctx.enqueue(ctx.opts.jobs, work_s=(1.0 * lease, 2.0 * lease))
+                          delay_s=4 * hold_s + 30.0, queue="maint")
+    ctx.enqueue(max(30, ctx.opts.jobs // 4), work_s=(1.0 * lease, 2.0 * lease))
     ctx.wait_in_flight(0, at_least=2)
     forward = ctx.fault("db_clock_jump", detail=f"{HOUR:+d}s")
     clock.set(HOUR)

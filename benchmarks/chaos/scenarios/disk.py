@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from benchmarks.chaos.disk import DiskCluster
-from benchmarks.chaos.fleet import GOCHATD
+from benchmarks.chaos.fleet import GOCHATD, HANDLERS
 from benchmarks.chaos.postgres import APP_ROLE
 from benchmarks.chaos.producer import Producer
 from benchmarks.chaos.redis_server import free_port
 from benchmarks.chaos.scenarios.base import Context, OwnCluster, Scenario
+from gochatd.gateway.keys import hash_key
 
 
 def _admin_env(workers: int) -> dict[int, dict[str, str]]:
@@ -34,9 +35,51 @@ def _admin_env(workers: int) -> dict[int, dict[str, str]]:
 
 def _probe(ctx: Context, path: str) -> tuple[int, dict[str, Any]]:
     """(status, body) of w0's admin ``path``; (0, {}) when it does not answer."""
-    url = f"http://{ctx.fleet.daemons[0].env['GOCHAT_ADMIN_LISTEN']}{path}"
+    return _http(f"http://{ctx.fleet.daemons[0].env['GOCHAT_ADMIN_LISTEN']}{path}")
+
+
+GATEWAY_KEY = "gck_chaos_disk_full"
+
+
+def _start_gateway(ctx: Context) -> str:
+    """One more daemon, with the gateway (the fleet runs ``--worker-only``), serving a queue
+    nobody enqueues to: its address. Stopped after the fleet (``ctx.cleanups``)."""
+    address = f"127.0.0.1:{free_port()}"
+    env = {k: v for k, v in ctx.fleet.daemons[0].env.items() if not k.startswith("CHAOS_")}
+    env.update(GOCHAT_ADMIN_LISTEN=address, GOCHAT_WORKER_QUEUES="chaos-gateway=1",
+               GOCHAT_GATEWAY_KEYS=f"{hash_key(GATEWAY_KEY)}=chaos")
+    log = (ctx.fleet.workdir / "gateway.log").open("wb")
+    proc = subprocess.Popen([GOCHATD, "serve", "--handlers", HANDLERS], env=env,
+                            stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                            cwd=ctx.fleet.workdir, start_new_session=True)
+
+    def stop() -> None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        log.close()
+
+    ctx.cleanups.append(stop)
+    ctx.wait(lambda: _http(f"http://{address}/healthz")[0] == 200, timeout_s=30,
+             what="the gateway daemon answering")
+    return address
+
+
+def _gateway_enqueue(address: str) -> tuple[int, dict[str, Any]]:
+    body = json.dumps({"job_type": "chaos:work", "payload": {"work_s": 0.01}}).encode()
+    return _http(f"http://{address}/v1/jobs", body, {
+        "Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"})
+
+
+def _http(url: str, body: bytes | None = None,
+          headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body); (0, {}) when nothing answers."""
+    request = urllib.request.Request(url, data=body, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
+        with urllib.request.urlopen(request, timeout=10) as resp:
             return resp.status, json.loads(resp.read() or b"{}")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"{}")
@@ -63,6 +106,7 @@ def pg_disk_full(ctx: Context) -> None:
     smoke = ctx.opts.smoke
     full_s = 3.0 if smoke else 15.0
     url = disk.url(ctx.db.name, APP_ROLE)
+    gateway_at = _start_gateway(ctx)
     producer = Producer(url, ctx.db.redis_url, rate_per_s=30.0 if smoke else 60.0,
                         work_s=(0.1, 0.4), seed=f"{ctx.opts.seed}:{ctx.scenario.name}")
     producer.start()
@@ -76,6 +120,7 @@ def pg_disk_full(ctx: Context) -> None:
         ctx.wait(lambda: sum(producer.out.refused.values()) > 0, timeout_s=30,
                  what="an enqueue refused on the full disk")
         cli = _cli_enqueue(ctx, url)
+        gateway = _gateway_enqueue(gateway_at)
         while time.time() < full_at + full_s or len(probes) < 4:
             probes.append(_probe(ctx, "/readyz"))
             ctx.check(_probe(ctx, "/healthz")[0] == 200, "/healthz did not answer 200 on a full disk")
@@ -94,25 +139,36 @@ def pg_disk_full(ctx: Context) -> None:
         disk.release()
         produced = producer.stop()
     _account(ctx, produced.acked)
-    code, out, err = cli
-    if code == 0:  # it did commit: a job like any other
-        ctx.jobs.add(int(json.loads(out)["id"]))
-    lines = [line for line in err.splitlines() if line.strip()]
-    ctx.notes.update(enqueues_refused=dict(produced.refused),
-                     refused_while_full=refused_while_full, cli_exit=code, cli_stderr=err.strip()[:300],
-                     readyz_while_full=sorted({json.dumps(b, sort_keys=True) for s, b in probes}))
+    _judge_refusals(ctx, cli, gateway, probes)
+    ctx.notes.update(enqueues_refused=dict(produced.refused), refused_while_full=refused_while_full)
     ctx.check(refused_while_full > 0, "no enqueue was refused while the disk was full")
     ctx.check(set(produced.refused) <= {"StoreUnavailable"},
               f"enqueues refused with other errors: {dict(produced.refused)}")
-    ctx.check(code == 1 and len(lines) == 1 and "Traceback" not in err,
-              f"gochatd enqueue on a full disk: exit {code}, stderr {err!r}")
-    ctx.check(any(s == 503 for s, _ in probes), "/readyz never said not ready on a full disk")
     ctx.wait_done()
     stray = int(ctx.db.scalar(
         "SELECT count(*) FROM background_jobs WHERE NOT (id = ANY(%s))", [sorted(ctx.jobs)]))
     ctx.notes["rows_not_acknowledged"] = stray
     ctx.check(stray == 0, f"{stray} rows in background_jobs that no producer saw committed")
     ctx.probe_maintenance()
+
+
+def _judge_refusals(ctx: Context, cli: tuple[int, str, str], gateway: tuple[int, dict[str, Any]],
+                    probes: list[tuple[int, dict[str, Any]]]) -> None:
+    """The CLI: exit 1 and one line; the gateway: 503; /readyz: 503 saying why. An enqueue
+    that did get through counts as a job like any other."""
+    code, out, err = cli
+    if code == 0:
+        ctx.jobs.add(int(json.loads(out)["id"]))
+    if gateway[0] in (200, 201):
+        ctx.jobs.add(int(gateway[1]["job"]["id"]))
+    lines = [line for line in err.splitlines() if line.strip()]
+    ctx.notes.update(cli_exit=code, cli_stderr=err.strip()[:300],
+                     gateway_while_full=[gateway[0], gateway[1].get("error", {}).get("code")],
+                     readyz_while_full=sorted({json.dumps(b, sort_keys=True) for _, b in probes}))
+    ctx.check(code == 1 and len(lines) == 1 and "Traceback" not in err,
+              f"gochatd enqueue on a full disk: exit {code}, stderr {err!r}")
+    ctx.check(gateway[0] == 503, f"the gateway answered {gateway[0]} on a full disk: {gateway[1]}")
+    ctx.check(any(s == 503 for s, _ in probes), "/readyz never said not ready on a full disk")
 
 
 def _account(ctx: Context, acked: list[tuple[int, float, float]]) -> None:

@@ -10,6 +10,7 @@ what was committed on the primary but not streamed yet is gone; the scenario cou
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -127,9 +128,15 @@ def _rolled_back(ctx: Context, pair: PgPair, dead_at: float) -> None:
     ran = ctx.db.executions(
         "SELECT DISTINCT job_id, fence, pid FROM chaos_executions WHERE started_at < %s",
         [dead_at])
-    claims = {(int(j), int(f), owner_pid(o)) for j, f, o in ctx.db.query(
-        "SELECT job_id, fence, locked_by FROM chaos_transitions WHERE new_status = 'running'")}
-    forgotten = {int(j) for j, f, p in ran if (int(j), int(f), int(p)) not in claims}
+    claimed_at: dict[tuple[int, int, int | None], float] = {}
+    for j, f, o, at in ctx.db.query(
+            "SELECT job_id, fence, locked_by, at FROM chaos_transitions"
+            " WHERE new_status = 'running' ORDER BY id"):
+        claimed_at.setdefault((int(j), int(f), owner_pid(o)), float(at))
+    # Forgotten: no such claim on the new primary, or only one made after the old primary
+    # died (the same daemon claimed the job again and got the same fence).
+    forgotten = {int(j) for j, f, p in ran
+                 if claimed_at.get((int(j), int(f), int(p)), math.inf) > dead_at}
     forgotten -= ctx.ghosts
     ctx.notes["jobs_rolled_back"] = len(forgotten)
     if pair.synchronous:
