@@ -36,9 +36,10 @@ PERIODIC = {"GOCHAT_PERIODIC": json.dumps({"chaos:work": {
 
 def _periodic(ctx: Context, since: float = 0.0) -> tuple[int, int, int]:
     """(slots enqueued, slots enqueued twice, slots enqueued before their time), the last
-    two by the database clock; ``since``: inserted after that real time (the audit's)."""
+    two by the database clock; ``since``: inserted after that real time (the audit's). A
+    slot is the job's ``scheduled_at`` as inserted (a retry or a run-now moves it later)."""
     rows = ctx.db.query(
-        "SELECT extract(epoch FROM j.scheduled_at)::float8, extract(epoch FROM j.created_at)::float8"
+        "SELECT t.scheduled_at, extract(epoch FROM j.created_at)::float8"
         " FROM background_jobs j JOIN chaos_transitions t ON t.job_id = j.id"
         " AND t.old_status IS NULL WHERE j.payload->>'periodic' = 'true' AND t.at > %s", [since])
     slots = [float(r[0]) for r in rows]
