@@ -2,9 +2,10 @@
 ``admin/probes.py``, the dashboard at ``/``.
 
 Auth: with an admin token set, every request needs ``Authorization: Bearer <token>``, reads
-included, except the probes (``/healthz``, ``/readyz``: a load balancer has no token) and the
+included, except the probes (``/healthz``, ``/readyz``: a load balancer has no token), the
 dashboard's page and its files under ``/static/`` (no data: it asks for the token and sends
-it with every API call).
+it with every API call) and ``/v1/auth`` (only whether a token is required: the page's token
+field says so before the operator types one).
 Without a token the API answers loopback Host names only. A tenant's gateway key never
 opens an admin route, token or not (the gateway may share this listener)."""
 
@@ -28,8 +29,9 @@ if TYPE_CHECKING:
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: The gateway's endpoints: authenticated by tenant API keys, not by the admin token.
 GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch"})
-#: Served without the admin token (GET/HEAD only): the probes and the dashboard's page.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/"})
+#: Served without the admin token (GET/HEAD only): the probes, the dashboard's page and
+#: whether a token is required (nothing else).
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/v1/auth"})
 #: The dashboard's scripts and style sheet (Quart's static route, admin/static/): served
 #: like the page, without the token (they hold no data).
 STATIC_PREFIX = "/static/"

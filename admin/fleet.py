@@ -50,6 +50,7 @@ class CountsSnapshot:
                 counts = await store.count_jobs_by_status()
                 value = {status.value: counts.get(status, 0) for status in JobStatus}
                 value["scheduled"] = await store.count_scheduled_jobs()
+                value["delayed"] = await store.count_delayed_jobs()
                 self._value, self._taken_at = value, now
                 self._took_s = trio.current_time() - now
             return dict(self._value)

@@ -29,7 +29,7 @@ def fleet_paths(get: Any, json: Any, ref: Any, errors: dict[str, Any]) -> dict[s
              {"name": "by", "in": "query", "schema": {"enum": ["queue", "job_type", ""]}}]),
         "/v1/fleet": get("Every daemon's heartbeat row", json(ref("Fleet"), "the daemons")),
         **requests,
-        "/v1/jobs/counts": get("Jobs per status (each once) and the scheduled ones apart",
+        "/v1/jobs/counts": get("Jobs per status (each once), the scheduled and the delayed ones apart",
                                json(ref("JobCounts"), "the counts")),
     }
 
@@ -38,7 +38,7 @@ def fleet_schemas(ref: Any) -> dict[str, Any]:
     point = {"type": "object", "required": ["minute", "completed", "failed", "retried"],
              "properties": {"minute": {"type": "string", "format": "date-time"},
                             "completed": _INT, "failed": _INT, "retried": _INT}}
-    counted = [s.value for s in JobStatus] + ["scheduled"]
+    counted = [s.value for s in JobStatus] + ["scheduled", "delayed"]
     daemon_fields = {
         "id": {"type": "string"}, "host": {"type": "string"}, "pid": _INT,
         "mode": {"type": "string"}, "version": {"type": "string"}, "concurrency": _INT,

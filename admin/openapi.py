@@ -163,6 +163,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                             extra={"503": _json(_ref("Ready"), "not ready")}, open_=True),
             "/": _page("The dashboard (static: it asks for the token and sends it with each "
                        "API call)", "text/html", "the dashboard page", open_=True),
+            "/v1/auth": _get("Whether the admin API needs the bearer token (served without it)",
+                             _json(_ref("Auth"), "whether a token is required"), open_=True),
             "/metrics": _page("Prometheus metrics", "text/plain", "Prometheus text format"),
             "/v1/openapi.json": _get("This document",
                                      _json({"type": "object"}, "the OpenAPI 3.1 document")),
@@ -222,6 +224,9 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                     "type": "object", "required": ["code", "message"],
                     "properties": {"code": {"type": "string"}, "message": {"type": "string"}}}}},
+                "Auth": {"type": "object", "required": ["token_required"],
+                         "properties": {"token_required": {"type": "boolean"}},
+                         "additionalProperties": False},
                 "Health": {"type": "object", "required": ["status"],
                            "properties": {"status": {"const": "ok"}}},
                 "Ready": {"type": "object", "required": ["status", "store", "dispatch", "draining"],

@@ -1,4 +1,4 @@
-"""Liveness, readiness, status and Prometheus metrics."""
+"""Liveness, readiness, whether a token is required, status and Prometheus metrics."""
 
 from __future__ import annotations
 
@@ -50,6 +50,12 @@ def register(app: QuartTrio, daemon: Control) -> None:
         response = jsonify(body)
         response.status_code = 200 if ready else 503
         return response
+
+    @app.get("/v1/auth")
+    async def auth() -> Response:
+        # Served without the token (app.OPEN_PATHS): the dashboard's token field says whether
+        # one is needed. Only that boolean: nothing else of the API is readable without it.
+        return jsonify({"token_required": bool(daemon.settings.admin_token)})
 
     @app.get("/v1/status")
     async def status() -> Response:

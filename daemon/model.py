@@ -44,7 +44,7 @@ TERMINAL: frozenset[JobStatus] = frozenset(
     {JobStatus.COMPLETED, JobStatus.DEAD, JobStatus.CANCELLED}
 )
 
-#: worker.priority_aging_s's default: waiting this long is worth one priority step
+#: worker.priority_aging_s's default: waiting this long raises a job one priority step
 #: (docs/priority.md).
 DEFAULT_PRIORITY_AGING_S = 10.0
 

@@ -37,7 +37,8 @@ Query = Callable[[JobStore, int], Awaitable[object]]
 
 
 async def _counts(store: JobStore, top: int) -> object:
-    return await store.count_jobs_by_status(), await store.count_scheduled_jobs()
+    return (await store.count_jobs_by_status(), await store.count_scheduled_jobs(),
+            await store.count_delayed_jobs())
 
 
 def _counts_endpoint() -> Query:

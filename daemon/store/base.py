@@ -44,8 +44,8 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     #: worker.queue_limits: both claim paths cap each queue's running jobs, fleet-wide, and
     #: a job must fit its tenant's cap too. Empty (the default): nothing changes.
     queue_limits: dict[str, int]
-    #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds
-    #: (docs/priority.md); every claim orders due jobs by it.
+    #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds,
+    #: up to its queue's top level (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
 
     async def open(self) -> None: ...
@@ -179,6 +179,10 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     async def count_jobs_by_status(self) -> dict[JobStatus, int]: ...
     async def count_scheduled_jobs(self) -> int:
         """Queued or retrying jobs not yet due (database clock)."""
+        ...
+
+    async def count_delayed_jobs(self) -> int:
+        """Queued jobs not yet due (database clock): ``QueueStats.delayed`` summed."""
         ...
 
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:

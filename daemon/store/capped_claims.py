@@ -1,15 +1,16 @@
 """Claims under caps: ``tenants.<id>.max_running`` and ``worker.queue_limits`` (used only
 when some tenant or queue has one; otherwise the plain claim queries run, untouched).
 
-Both claim paths come here: stream-delivered ids, and polling, which first picks due ids
-(skipping tenants already at their cap, and taking at most a capped queue's free slots) and
-then claims them like delivered ids. In one transaction: find the capped queues and tenants
-among the ids; on PostgreSQL take each one's advisory transaction lock, the queues' in
-sorted order and then the tenants' (one order for every claimer: no deadlock; SQLite's
-BEGIN IMMEDIATE already serialises claimers); claim with ``claim_jobs_limited``, which
-caps each tenant at max_running minus its running jobs and then, among what the tenants
-allow, each queue likewise. Without capped tenants or queues among the ids the plain
-``claim_jobs`` runs.
+Both claim paths come here: stream-delivered ids (but in a capped queue each entry is a
+token of the queue, spent on its best job by level: ``split_delivered``), and polling, which
+first picks due ids (skipping tenants already at their cap, and taking at most a capped
+queue's free slots) and then claims them like delivered ids. In one transaction: find the
+capped queues and tenants among the ids; on PostgreSQL take each one's advisory transaction
+lock, the queues' in sorted order and then the tenants' (one order for every claimer: no
+deadlock; SQLite's BEGIN IMMEDIATE already serialises claimers); claim with
+``claim_jobs_limited``, which caps each tenant at max_running minus its running jobs and
+then, among what the tenants allow, each queue likewise. Without capped tenants or queues
+among the ids the plain ``claim_jobs`` runs.
 
 A delivered id refused for a cap stays queued: its stream entry is acked like any other
 unclaimed one, and the capped backlog (streams, loops/capped_backlog.py) or the next poll
@@ -142,6 +143,21 @@ def pg_claim_capped(
     with conn.transaction():
         picked = list(ids) if ids is not None else claim.pick(queues, limit, backlog)
         return claim.claim(picked, owner, lease_s) if picked else []
+
+
+def split_delivered(
+    delivered: Mapping[str, Sequence[int | None]], capped_queues: Mapping[str, int]
+) -> tuple[list[int], dict[str, int]]:
+    """A capped stream claim: the ids to claim by name, and per capped queue
+    (worker.queue_limits) how many of its best jobs by level to claim instead. In a capped
+    queue each entry is a token of the queue, as in a queue with mixed priorities
+    (docs/priority.md): what it leaves waiting is the capped backlog's, like a refused
+    entry's job. Elsewhere the named ids, each tenant's by level within its cap."""
+    named = [job_id for queue, queue_ids in delivered.items() if queue not in capped_queues
+             for job_id in queue_ids if job_id is not None]
+    tokens = {queue: len(queue_ids) for queue, queue_ids in delivered.items()
+              if queue in capped_queues and queue_ids}
+    return named, tokens
 
 
 def _pairs(limits: Mapping[str, int]) -> str:

@@ -263,6 +263,9 @@ class RoutedStore(RoutedFleet, RoutedControls):
     async def count_scheduled_jobs(self) -> int:
         return sum(await self._each(lambda s: s.count_scheduled_jobs()))
 
+    async def count_delayed_jobs(self) -> int:
+        return sum(await self._each(lambda s: s.count_delayed_jobs()))
+
     async def prune_finished_jobs(self, status: JobStatus, older_than_s: float, limit: int) -> int:
         return sum(await self._each(
             lambda s: s.prune_finished_jobs(status, older_than_s, limit)))

@@ -30,7 +30,7 @@ from gochatd.model import (
 from gochatd.outbox.store import SqlOutboxOps
 from gochatd.periodic_jobs.slots import SqlPeriodicOps
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
-from gochatd.store.capped_claims import Caps
+from gochatd.store.capped_claims import Caps, split_delivered
 from gochatd.store.controls import SqlControlOps
 from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
@@ -173,10 +173,15 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
     async def claim_delivered_jobs(
         self, delivered: Mapping[str, Sequence[int | None]], owner: str, lease_s: float
     ) -> list[ClaimedJob]:
+        if self.tenant_limits or self.queue_limits:
+            named, tokens = split_delivered(delivered, self.queue_limits)
+            capped = (await self._claim_capped(named, (), len(named), owner, lease_s)
+                      if named else [])
+            for queue, n in tokens.items():  # a capped queue's entries: its best jobs
+                capped.extend(await self._claim_capped(None, [queue], n, owner, lease_s))
+            return capped
         ids = [job_id for queue_ids in delivered.values() for job_id in queue_ids
                if job_id is not None]
-        if self.tenant_limits or self.queue_limits:
-            return await self._claim_capped(ids, (), len(ids), owner, lease_s) if ids else []
         claimed: list[ClaimedJob] = []
         if ids:
             rows = await self._write("claim_delivered_jobs", {
@@ -308,6 +313,10 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
 
     async def count_scheduled_jobs(self) -> int:
         rows = await self._read("count_scheduled_jobs", {})
+        return int(rows[0][0]) if rows else 0
+
+    async def count_delayed_jobs(self) -> int:
+        rows = await self._read("count_delayed_jobs", {})
         return int(rows[0][0]) if rows else 0
 
     async def requeue_job(self, job_id: int) -> Job:

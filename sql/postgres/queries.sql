@@ -137,8 +137,9 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 -- name: claim_due_jobs
 -- The polling claim, in the rule's order: the first %(limit)s due jobs of each priority
 -- (index order within a priority is due order), locked, then the best %(limit)s of those by
--- rank_at (due time minus priority * aging_s: waiting aging_s seconds is worth one priority
--- step; docs/priority.md). One priority (the common case) costs what ORDER BY ... LIMIT did.
+-- level: the priority plus one step per aging_s seconds waited, at most the top level (the
+-- highest priority among them), then by due time and id (docs/priority.md). One priority
+-- (the common case) costs what ORDER BY ... LIMIT did.
 WITH RECURSIVE priorities(p) AS (
     (SELECT priority FROM background_jobs
      WHERE queue = %(queue)s AND status IN ('queued', 'retrying')
@@ -150,9 +151,11 @@ WITH RECURSIVE priorities(p) AS (
             ORDER BY b.priority LIMIT 1)
     FROM priorities WHERE priorities.p IS NOT NULL
 ), heads AS MATERIALIZED (
-    SELECT h.id, h.rank_at, h.scheduled_at
+    SELECT h.id, h.priority, h.aged, h.scheduled_at
     FROM priorities CROSS JOIN LATERAL (
-        SELECT b.id, b.scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at
+        SELECT b.id, b.priority, b.scheduled_at,
+               b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
+                                  / %(aging_s)s::float8) AS aged
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
@@ -160,8 +163,10 @@ WITH RECURSIVE priorities(p) AS (
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 ), picked AS (
-    SELECT id FROM heads ORDER BY rank_at, scheduled_at, id LIMIT %(limit)s
+    SELECT id FROM heads
+    ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id LIMIT %(limit)s
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
@@ -374,6 +379,12 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))
 ORDER BY scheduled_at, id
 LIMIT %(limit)s;
+
+-- name: count_delayed_jobs
+-- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
+-- queues' delayed column does; a retrying job counts under retrying only).
+SELECT count(*) FROM background_jobs
+WHERE status = 'queued' AND scheduled_at > now();
 
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
@@ -690,17 +701,21 @@ WITH RECURSIVE priorities(p) AS (
             ORDER BY b.priority LIMIT 1)
     FROM priorities WHERE priorities.p IS NOT NULL
 ), heads AS MATERIALIZED (
-    SELECT h.id, h.rank_at, h.scheduled_at
+    SELECT h.id, h.priority, h.aged, h.scheduled_at
     FROM priorities CROSS JOIN LATERAL (
-        SELECT b.id, b.scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at
+        SELECT b.id, b.priority, b.scheduled_at,
+               b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
+                                  / %(aging_s)s::float8) AS aged
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
           AND b.tenant_id <> ALL(%(full)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
 )
-SELECT id FROM heads ORDER BY rank_at, scheduled_at, id LIMIT %(limit)s;
+SELECT id FROM heads ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id
+LIMIT %(limit)s;
 
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
@@ -734,23 +749,29 @@ WITH limits AS (
     SELECT * FROM unnest(%(capped_queues)s::text[], %(queue_limits)s::int[])
         AS l(queue, max_running)
 ), cand AS MATERIALIZED (
-    SELECT id, tenant_id, queue, scheduled_at, (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)) AS rank_at FROM background_jobs AS b
+    SELECT id, tenant_id, queue, scheduled_at, priority,
+           b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
+                              / %(aging_s)s::float8) AS aged FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
     FOR UPDATE SKIP LOCKED
-), ranked AS (
-    SELECT id, tenant_id, queue, rank_at, scheduled_at, row_number() OVER (
-        PARTITION BY tenant_id ORDER BY rank_at, scheduled_at, id) AS rn
+), leveled AS (  -- the top level: per queue, the highest priority among the candidates
+    SELECT id, tenant_id, queue, scheduled_at,
+           least(aged, max(priority) OVER (PARTITION BY queue)) AS level
     FROM cand
+), ranked AS (
+    SELECT id, tenant_id, queue, level, scheduled_at, row_number() OVER (
+        PARTITION BY tenant_id ORDER BY level DESC, scheduled_at, id) AS rn
+    FROM leveled
 ), tenant_allowed AS (
-    SELECT r.id, r.queue, r.rank_at, r.scheduled_at
+    SELECT r.id, r.queue, r.level, r.scheduled_at
     FROM ranked r LEFT JOIN limits l ON l.tenant_id = r.tenant_id
     WHERE l.max_running IS NULL
        OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
                                    WHERE x.status = 'running' AND x.tenant_id = r.tenant_id)
 ), queue_ranked AS (
     SELECT id, queue, row_number() OVER (
-        PARTITION BY queue ORDER BY rank_at, scheduled_at, id) AS rn
+        PARTITION BY queue ORDER BY level DESC, scheduled_at, id) AS rn
     FROM tenant_allowed
 ), allowed AS (
     SELECT r.id FROM queue_ranked r LEFT JOIN queue_limits l ON l.queue = r.queue
@@ -772,11 +793,37 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 
 -- name: pick_limited_due_job_ids
 -- Streams mode: the due backlog of limited tenants below their cap (their refused stream
--- entries were acked; this claims them as slots free, not only at the next sweep).
-SELECT id FROM background_jobs AS b
-WHERE tenant_id = ANY(%(open)s::text[]) AND queue = ANY(%(queues)s::text[])
-  AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-ORDER BY (b.scheduled_at - make_interval(secs => b.priority * %(aging_s)s::float8)), scheduled_at, id
+-- entries were acked; this claims them as slots free, not only at the next sweep). Shaped
+-- like pick_due_job_ids, for each queue: the first %(limit)s due jobs of each priority,
+-- then the best of those by level (docs/priority.md).
+WITH RECURSIVE priorities(queue, p) AS (
+    SELECT q.queue, (SELECT b.priority FROM background_jobs AS b
+                     WHERE b.queue = q.queue AND b.status IN ('queued', 'retrying')
+                     ORDER BY b.priority LIMIT 1)
+    FROM unnest(%(queues)s::text[]) AS q(queue)
+    UNION ALL
+    SELECT priorities.queue, (SELECT b.priority FROM background_jobs AS b
+                              WHERE b.queue = priorities.queue
+                                AND b.status IN ('queued', 'retrying')
+                                AND b.priority > priorities.p
+                              ORDER BY b.priority LIMIT 1)
+    FROM priorities WHERE priorities.p IS NOT NULL
+), heads AS MATERIALIZED (
+    SELECT h.id, h.queue, h.priority, h.aged, h.scheduled_at
+    FROM priorities CROSS JOIN LATERAL (
+        SELECT b.id, b.queue, b.priority, b.scheduled_at,
+               b.priority + floor(extract(epoch FROM now() - b.scheduled_at)::float8
+                                  / %(aging_s)s::float8) AS aged
+        FROM background_jobs AS b
+        WHERE b.queue = priorities.queue AND b.status IN ('queued', 'retrying')
+          AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND b.tenant_id = ANY(%(open)s::text[])
+        ORDER BY b.scheduled_at, b.id
+        LIMIT %(limit)s) AS h
+    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
+)
+SELECT id FROM heads
+ORDER BY least(aged, max(priority) OVER (PARTITION BY queue)) DESC, scheduled_at, id
 LIMIT %(limit)s;
 
 -- name: running_by_tenant

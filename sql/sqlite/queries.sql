@@ -133,7 +133,9 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
-ORDER BY b.scheduled_at - b.priority * :aging_s, b.scheduled_at, b.id
+ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
+                               / :aging_s AS INTEGER), max(b.priority) OVER ()) DESC,
+         b.scheduled_at, b.id
 LIMIT :limit)
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
@@ -296,6 +298,12 @@ WHERE (:status IS NULL OR status = :status)
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))
 ORDER BY scheduled_at, id
 LIMIT :limit;
+
+-- name: count_delayed_jobs
+-- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
+-- queues' delayed column does; a retrying job counts under retrying only).
+SELECT count(*) FROM background_jobs
+WHERE status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0);
 
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
@@ -508,7 +516,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
-ORDER BY b.scheduled_at - b.priority * :aging_s, b.scheduled_at, b.id
+ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
+                               / :aging_s AS INTEGER), max(b.priority) OVER ()) DESC,
+         b.scheduled_at, b.id
 LIMIT :limit;
 
 -- name: limited_tenants_of_jobs
@@ -535,17 +545,20 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (
     SELECT q.id FROM (
         SELECT t.id, t.queue, row_number() OVER (
-            PARTITION BY t.queue ORDER BY t.rank_at, t.scheduled_at, t.id) AS rn
+            PARTITION BY t.queue ORDER BY t.level DESC, t.scheduled_at, t.id) AS rn
         FROM (
-            SELECT r.id, r.queue, r.rank_at, r.scheduled_at FROM (
+            SELECT r.id, r.queue, r.level, r.scheduled_at FROM (
+                SELECT id, tenant_id, queue, scheduled_at, level, row_number() OVER (
+                           PARTITION BY tenant_id ORDER BY level DESC, scheduled_at, id) AS rn
+                FROM (  -- the top level: per queue, the highest priority among the candidates
                 SELECT id, tenant_id, queue, scheduled_at,
-                       scheduled_at - priority * :aging_s AS rank_at,
-                       row_number() OVER (
-                           PARTITION BY tenant_id
-                           ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id) AS rn
+                       min(priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - scheduled_at)
+                                    / :aging_s AS INTEGER),
+                           max(priority) OVER (PARTITION BY queue)) AS level
                 FROM background_jobs
                 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
                   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                ) AS c
             ) AS r
             LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
                               json_extract(value, '$[1]') AS max_running
@@ -567,11 +580,29 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
        traceparent, cancel_requested;
 
 -- name: pick_limited_due_job_ids
-SELECT id FROM background_jobs
-WHERE tenant_id IN (SELECT value FROM json_each(:open))
-  AND queue IN (SELECT value FROM json_each(:queues))
-  AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-ORDER BY scheduled_at - priority * :aging_s, scheduled_at, id
+-- Postgres' query says why: for each queue, the first :limit due jobs of each priority,
+-- then the best of those by level.
+WITH RECURSIVE priorities(queue, p) AS (
+    SELECT q.value, (SELECT min(b.priority) FROM background_jobs AS b
+                     WHERE b.queue = q.value AND b.status IN ('queued', 'retrying'))
+    FROM json_each(:queues) AS q
+    UNION ALL
+    SELECT priorities.queue, (SELECT min(b.priority) FROM background_jobs AS b
+                              WHERE b.queue = priorities.queue
+                                AND b.status IN ('queued', 'retrying')
+                                AND b.priority > priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+SELECT b.id FROM priorities JOIN background_jobs AS b
+  ON b.id IN (SELECT h.id FROM background_jobs AS h
+              WHERE h.queue = priorities.queue AND h.status IN ('queued', 'retrying')
+                AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND h.tenant_id IN (SELECT value FROM json_each(:open))
+              ORDER BY h.scheduled_at, h.id
+              LIMIT :limit)
+ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
+                               / :aging_s AS INTEGER), max(b.priority) OVER (PARTITION BY b.queue)) DESC,
+         b.scheduled_at, b.id
 LIMIT :limit;
 
 -- name: running_by_tenant

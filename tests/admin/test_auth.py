@@ -16,8 +16,9 @@ from tests.support.daemon_process import DaemonFactory, assert_clean, run_cli
 
 TOKEN = "adm1n-T0ken-for-tests"
 GOOD = {"Authorization": f"Bearer {TOKEN}"}
-#: Served without the token: a load balancer's probes and the dashboard's static page.
-OPEN = {("get", "/healthz"), ("get", "/readyz"), ("get", "/")}
+#: Served without the token: a load balancer's probes, the dashboard's static page and
+#: whether a token is required.
+OPEN = {("get", "/healthz"), ("get", "/readyz"), ("get", "/"), ("get", "/v1/auth")}
 WRONG: tuple[dict[str, str], ...] = (
     {},
     {"Authorization": "Bearer wrong-token"},
@@ -74,6 +75,8 @@ async def test_every_admin_route_needs_the_token_and_no_tenant_key_opens_one(
             if method == "get":
                 with_token = await admin.http.get(path, headers=GOOD)  # past auth: 200 or 404
                 assert with_token.status_code in (200, 404), (path, with_token.text)
+        # The one answer without the token says only that a token is required.
+        assert (await admin.http.get("/v1/auth")).json() == {"token_required": True}
         # Nothing of the above took effect: the job was neither cancelled nor retried.
         assert (await admin.job_as(job.id, GOOD))["status"] == "queued"
         status = (await admin.http.get("/v1/status", headers=GOOD)).json()
@@ -113,6 +116,7 @@ async def test_without_a_token_only_loopback_host_names_are_served(
 ) -> None:
     async with admin_worker(sqlite_stack) as admin:
         port = admin.port
+        assert (await admin.get("/v1/auth")) == {"token_required": False}
         assert (await admin.post("/v1/pause"))["paused"] is True  # loopback, no token: allowed
         # DNS rebinding: a browser sends the attacker's name as Host.
         for host in ("evil.example", f"evil.example:{port}", f"127.0.0.1.nip.io:{port}",

@@ -87,10 +87,10 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
             served |= {(path, m.lower()) for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}}
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
-        # 23 admin operations (4 of them job controls), 3 of the outbox, 2 of the gateway,
-        # GET /v1/tenants, GET /v1/periodic and the fleet dashboard's 6 (throughput, fleet,
-        # its 3 requests, job counts).
-        assert len(documented) == 36
+        # 24 admin operations (4 of them job controls, 1 whether a token is required), 3 of
+        # the outbox, 2 of the gateway, GET /v1/tenants, GET /v1/periodic and the fleet
+        # dashboard's 6 (throughput, fleet, its 3 requests, job counts).
+        assert len(documented) == 37
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []

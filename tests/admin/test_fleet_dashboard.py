@@ -54,9 +54,13 @@ async def test_search_scheduled_tab_and_counts(stack: Stack) -> None:
         assert [j["id"] for j in rest["jobs"]] == [later.id]
 
         counts = await admin.get("/v1/jobs/counts")
-        assert set(counts) == {*STATUSES, "scheduled"}
+        assert set(counts) == {*STATUSES, "scheduled", "delayed"}
         assert sum(counts[s] for s in STATUSES) == 5  # each job once, in its status
         assert (counts["queued"], counts["completed"], counts["scheduled"]) == (4, 1, 2)
+        # delayed: the part of queued not yet due, what the queues' rows sum to.
+        queues = (await admin.get("/v1/queues"))["queues"]
+        assert counts["delayed"] == sum(q["delayed"] for q in queues) == 2
+        assert counts["queued"] - counts["delayed"] == sum(q["queued"] for q in queues) == 2
 
 
 async def test_fleet_view_and_a_request_for_this_daemon(stack: Stack) -> None:
@@ -139,9 +143,9 @@ async def test_slow_counts_are_served_as_a_snapshot(
         assert (await snapshot.get(store))["queued"] == 2
         await store.enqueue(EnqueueRequest("t:a", {}, delay_s=60))
         assert await snapshot.get(store) == {**{s: 0 for s in STATUSES}, "queued": 2,
-                                             "scheduled": 0}  # the snapshot
+                                             "scheduled": 0, "delayed": 0}  # the snapshot
         monkeypatch.setattr(fleet, "SNAPSHOT_S", 0.0)  # and now it is too old
         counts = await snapshot.get(store)
-        assert (counts["queued"], counts["scheduled"]) == (3, 1)
+        assert (counts["queued"], counts["scheduled"], counts["delayed"]) == (3, 1, 1)
     finally:
         await store.close()

@@ -203,3 +203,18 @@ def job_status(db_url: str, job_id: int) -> str | None:
     """The job's status as the database has it (None: no such row)."""
     rows = query(db_url, "SELECT status FROM background_jobs WHERE id = %s", (job_id,))
     return str(rows[0][0]) if rows else None
+
+
+def add_past_counts(db_url: str, minutes_ago: int, queue: str, job_type: str, completed: int,
+                    failed: int = 0, retried: int = 0) -> None:
+    """A row of ``gochatd_job_counts`` for the minute ``minutes_ago`` before the database's
+    current one, as the daemons' flushes leave it (loops/stats.py only ever writes the
+    current minute): the charts read it like any other."""
+    if db_url.startswith("sqlite:"):
+        minute = (f"(CAST(((julianday('now') - 2440587.5) * 86400.0) / 60 AS INTEGER) "
+                  f"- {int(minutes_ago)}) * 60.0")
+    else:
+        minute = f"date_trunc('minute', now()) - make_interval(mins => {int(minutes_ago)})"
+    query(db_url, "INSERT INTO gochatd_job_counts (minute, queue, job_type, completed, failed, "
+                  f"retried) VALUES ({minute}, %s, %s, %s, %s, %s)",
+          (queue, job_type, completed, failed, retried))

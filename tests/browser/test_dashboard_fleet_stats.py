@@ -51,8 +51,8 @@ def test_charts_counts_and_search(dash: Dash) -> None:
 
     expect(dash.testid("count-completed")).to_have_text("41")
     expect(dash.testid("count-dead")).to_have_text("2")
-    expect(dash.testid("count-queued")).to_have_text("1")
-    expect(dash.testid("count-scheduled")).to_have_text("1")
+    expect(dash.testid("count-queued")).to_have_text("0")  # due now: the later one is not
+    expect(dash.testid("count-delayed")).to_have_text("1")
     expect(dash.testid("count-total")).to_have_text("44")
     expect(dash.testid("chart-total-completed")).to_have_text("41")
     expect(dash.testid("chart-total-failed")).to_have_text("2")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from gochatd.model import JobFilter, JobStatus
+from gochatd.model import JobFilter, JobStatus, Outcome
 from gochatd.store import JobStore, sql_store
 from gochatd.store.fleet import DaemonBeat, DaemonRequest, FinishCounts
-from tests.contract.helpers import enqueue, is_postgres, raw_sql, second_store
+from tests.contract.helpers import claim_one, enqueue, finish, is_postgres, raw_sql, second_store
 
 
 def _beat(daemon_id: str = "w1", **changes: object) -> DaemonBeat:
@@ -180,8 +180,15 @@ async def test_scheduled_jobs_soonest_first_and_counted_apart(store: JobStore) -
     assert [j.id for j in page] == [later.id]
     assert due.id not in [j.id for j in await store.list_jobs(JobFilter(scheduled=True))]
     assert await store.count_scheduled_jobs() == 3
+    assert await store.count_delayed_jobs() == 3
     counts = await store.count_jobs_by_status()
     assert counts == {JobStatus.QUEUED: 4}  # each job once, in its status
+    # A retry waiting for its next attempt is scheduled, but not delayed (it is retrying).
+    failing = await enqueue(store, "t:failing")
+    claimed = await claim_one(store, failing, "w1")
+    assert await store.finish_jobs([finish(claimed, Outcome.RETRY, delay_s=3600)]) == {failing.id}
+    assert await store.count_scheduled_jobs() == 4
+    assert await store.count_delayed_jobs() == 3
 
 
 async def test_a_search_is_bounded_to_the_newest_jobs_but_finds_any_id(

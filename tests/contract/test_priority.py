@@ -1,8 +1,10 @@
 """JobStore contract: the one order of due jobs within a queue (docs/priority.md).
 
-Higher priority first; a waiting job ranks as if it had been due ``priority_aging_s`` seconds
-earlier per priority step; ties by due time, then id. The polling claim, the tenant-capped
-pick and the stream claim (``claim_delivered_jobs``) all follow it."""
+Higher level first: a waiting job's priority plus one step per ``priority_aging_s`` seconds
+it has been due, at most the top level (the highest priority among the queue's due jobs);
+ties by due time, then id. The polling claim, the tenant-capped pick and the stream claim
+(``claim_delivered_jobs``) all follow it (test_priority_order.py holds every path to the
+plain-Python model)."""
 
 from __future__ import annotations
 
@@ -42,14 +44,17 @@ async def test_higher_priority_first_then_due_time_then_id(store: JobStore) -> N
 
 async def test_waiting_ages_a_job_past_higher_priorities(store: JobStore) -> None:
     store.priority_aging_s = 10.0
-    # Waited 60 s at priority 0: ranks as due 60 s ago. Priority 5 due now: as 50 s ago.
-    patient = await enqueue(store, "patient", priority=0, scheduled_at=_ago(60))
+    # Waited 65 s at priority 0: six steps, level 6. Priority 5 due now: level 5.
+    patient = await enqueue(store, "patient", priority=0, scheduled_at=_ago(65))
     fresh5 = await enqueue(store, "fresh-5", priority=5)
-    # Priority 10 due now ranks as 100 s ago: ahead of the patient one.
-    fresh10 = await enqueue(store, "fresh-10", priority=10)
-    # A negative priority waits longer: -2 due 75 s ago ranks as due 55 s ago.
+    # A negative priority waits longer: -2 due 75 s ago is at level 5.
     slow = await enqueue(store, "slow", priority=-2, scheduled_at=_ago(75))
-    assert await _order(store) == [fresh10.id, patient.id, slow.id, fresh5.id]
+    # Priority 10 due now: level 10, ahead of the patient one.
+    fresh10 = await enqueue(store, "fresh-10", priority=10)
+    got = await store.claim_due_jobs(["default"], 2, "w1", 30.0)
+    assert {c.id for c in got} == {fresh10.id, patient.id}
+    # The top level is now 5: both left are there, and go by age.
+    assert await _order(store) == [slow.id, fresh5.id]
 
 
 async def test_one_claim_takes_the_best_across_priorities(store: JobStore) -> None:

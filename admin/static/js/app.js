@@ -2,7 +2,7 @@
 // the open tab shows, and the wiring of the header.
 
 import {
-  $, TOKEN_KEY, clearMessage, describe, fail, features, fmtCount, loadFeatures, onActionDone,
+  $, ApiError, TOKEN_KEY, api, clearMessage, describe, fail, features, fmtCount, loadFeatures, onActionDone,
   serves, setText, showMessage, token,
 } from "./core.js";
 import { loadJobs, setupJobs, showStatus, wireJobs } from "./jobs.js";
@@ -179,11 +179,32 @@ function wireHeader() {
   $("chart-by").addEventListener("change", () => refresh());
 }
 
-// The detail drawer opens below the header, which keeps its controls (refresh, token).
+// Whether this daemon needs the token: GET v1/auth answers that (and only that) without one.
+async function loadAuth() {
+  let required;
+  try {
+    required = (await api("GET", "v1/auth")).token_required === true;
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 401) return;  // unknown: say nothing
+    required = true;  // a daemon too old to serve v1/auth, with a token set
+  }
+  $("token-label").classList.toggle("required", required);
+  setText($("token-need"), required ? "(required)" : "(not needed)");
+  $("token").placeholder = required ? "admin token (required)" : "no admin.token set";
+}
+
+// The detail drawer opens below the header (its controls: refresh, token) and the tab bar
+// (sticky under it), which both stay usable while a job is open.
 function trackHeaderHeight() {
   const header = document.querySelector("header");
-  const set = () => document.documentElement.style.setProperty("--header-h", header.offsetHeight + "px");
-  new ResizeObserver(set).observe(header);
+  const tabs = $("tabs");
+  const set = () => {
+    document.documentElement.style.setProperty("--header-h", header.offsetHeight + "px");
+    document.documentElement.style.setProperty("--tabs-h", tabs.offsetHeight + "px");
+  };
+  const observer = new ResizeObserver(set);
+  observer.observe(header);
+  observer.observe(tabs);
   set();
 }
 
@@ -196,6 +217,7 @@ function init() {
   wireJobs();
   wireDetail();
   onActionDone(refresh);
+  loadAuth();
   refresh();
 }
 

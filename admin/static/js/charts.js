@@ -3,6 +3,8 @@
 import { el } from "./core.js";
 
 export const SERIES = ["completed", "failed", "retried"];
+// A time label every this many minutes: the first that leaves at most 8 on the axis.
+const TICK_MINUTES = [1, 2, 5, 10, 15, 30];
 
 function niceMax(value) {
   if (value <= 4) return 4;
@@ -39,7 +41,8 @@ export function lineChart(points, { width = 1000, height = 210 } = {}) {
   const y = (v) => pad.top + innerH - (v / top) * innerH;
   const svg = el("svg:svg", {
     class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img", testid: "chart-svg",
-    "aria-label": "Jobs completed, failed and retried per minute over the last hour",
+    "data-minutes": points.length,
+    "aria-label": `Jobs completed, failed and retried per minute over the last ${points.length} minutes`,
   });
   const grid = el("svg:g", { class: "grid axis" });
   for (const frac of [0, 0.25, 0.5, 0.75, 1]) {
@@ -48,24 +51,35 @@ export function lineChart(points, { width = 1000, height = 210 } = {}) {
                 el("svg:text", { x: pad.left - 6, y: y(v) + 4, "text-anchor": "end",
                                  text: Number.isInteger(v) ? v : v.toFixed(1) }));
   }
+  const every = TICK_MINUTES.find((m) => points.length / m <= 8) || 60;
   points.forEach((p, i) => {
-    if (new Date(p.minute).getMinutes() % 10 === 0) {
-      grid.append(el("svg:text", { x: x(i), y: height - 6, "text-anchor": "middle", text: hhmm(p.minute) }));
+    if (new Date(p.minute).getMinutes() % every === 0) {
+      // Labels at the ends stay inside the chart.
+      const anchor = x(i) > width - pad.right - 20 ? "end" : x(i) < pad.left + 20 ? "start" : "middle";
+      grid.append(el("svg:text", { x: x(i), y: height - 6, "text-anchor": anchor, text: hhmm(p.minute) }));
     }
   });
   svg.append(grid);
   if (points.length) {
     const area = pathOf(points, "completed", x, y) + ` L${x(points.length - 1)} ${y(0)} L${x(0)} ${y(0)} Z`;
     svg.append(el("svg:path", { class: "area s-completed", d: area }));
+    // The last minute is the current one, still filling (daemons flush every 5 s): its
+    // segment is dashed, so a minute just begun does not read as a fall to zero.
+    const done = points.slice(0, -1);
+    const current = points.slice(-2);
     for (const key of SERIES.slice().reverse()) {
-      svg.append(el("svg:path", { class: "line s-" + key, d: pathOf(points, key, x, y), testid: "chart-line-" + key }));
+      svg.append(el("svg:path", { class: "line s-" + key, d: pathOf(done, key, x, y), testid: "chart-line-" + key }));
+      if (points.length > 1) {
+        const d = pathOf(current, key, (i) => x(points.length - current.length + i), y);
+        svg.append(el("svg:path", { class: "line partial s-" + key, d }));
+      }
     }
   }
   const hover = el("svg:g", { class: "hover" });
   const step = innerW / (n - 1);
   points.forEach((p, i) => {
     hover.append(el("svg:rect", { x: x(i) - step / 2, y: pad.top, width: step, height: innerH },
-      el("svg:title", { text: `${hhmm(p.minute)}: ${p.completed || 0} completed, ${p.failed || 0} failed, ${p.retried || 0} retried` })));
+      el("svg:title", { text: `${hhmm(p.minute)}${i === points.length - 1 ? " (so far)" : ""}: ${p.completed || 0} completed, ${p.failed || 0} failed, ${p.retried || 0} retried` })));
   });
   svg.append(hover);
   return svg;

@@ -12,35 +12,59 @@ export const overview = { status: null, queues: [], counts: null };
 
 const STATUSES = ["queued", "running", "retrying", "completed", "dead", "cancelled"];
 
+// The Queued card is what the queues' Queued column sums to (due now) and Scheduled what
+// their Scheduled column sums to (queued, not yet due): the cards add up to Total.
 export async function loadCounts() {
   if (!serves("/v1/jobs/counts")) return;
   const counts = await api("GET", "v1/jobs/counts");
   overview.counts = counts;
   $("counts").hidden = false;
-  for (const s of STATUSES) setText(document.querySelector(`[data-testid="count-${s}"]`), fmtCount(counts[s]));
+  const split = typeof counts.delayed === "number";  // older daemons do not count it
+  $("count-delayed-card").hidden = !split;
+  const shown = { ...counts, queued: split ? counts.queued - counts.delayed : counts.queued };
+  for (const s of STATUSES) setText(document.querySelector(`[data-testid="count-${s}"]`), fmtCount(shown[s]));
   const total = STATUSES.reduce((n, s) => n + (counts[s] || 0), 0);
   setText(document.querySelector('[data-testid="count-total"]'), fmtCount(total));
-  setText(document.querySelector('[data-testid="count-scheduled"]'), fmtCount(counts.scheduled));
+  setText(document.querySelector('[data-testid="count-delayed"]'), fmtCount(counts.delayed));
 }
 
 // -- throughput ----------------------------------------------------------------------------------
+
+const CHART_MINUTES = 60;
+// The narrowest window drawn: a daemon a few seconds old still gets a readable chart.
+export const MIN_WINDOW_MINUTES = 5;
+
+// The first point worth drawing: the hour, or less when it starts with empty minutes (a young
+// fleet): from the first minute with a finish, at least MIN_WINDOW_MINUTES.
+export function windowStart(points) {
+  const first = points.findIndex((p) => (p.completed || 0) + (p.failed || 0) + (p.retried || 0) > 0);
+  const latest = Math.max(0, points.length - MIN_WINDOW_MINUTES);
+  return first < 0 ? latest : Math.min(first, latest);
+}
+
+function windowTitle(minutes) {
+  return minutes >= CHART_MINUTES ? "last hour" : "last " + minutes + " minutes";
+}
 
 export async function loadThroughput() {
   if (!serves("/v1/stats/throughput")) return;
   $("throughput-panel").hidden = false;
   const by = $("chart-by").value;
-  const data = await api("GET", "v1/stats/throughput" + query({ minutes: 60, by }));
+  const data = await api("GET", "v1/stats/throughput" + query({ minutes: CHART_MINUTES, by }));
   const series = data.series || [];
   // The overall chart: the sum over the series (one series "all" when not split).
-  const points = [];
+  const all = [];
   for (const s of series) {
     s.points.forEach((p, i) => {
-      const q = points[i] || (points[i] = { minute: p.minute, completed: 0, failed: 0, retried: 0 });
+      const q = all[i] || (all[i] = { minute: p.minute, completed: 0, failed: 0, retried: 0 });
       q.completed += p.completed || 0;
       q.failed += p.failed || 0;
       q.retried += p.retried || 0;
     });
   }
+  const from = windowStart(all);
+  const points = all.slice(from);
+  setText($("chart-window"), windowTitle(points.length));
   $("chart-all").replaceChildren(lineChart(points));
   const t = totals(points);
   for (const k of Object.keys(t)) setText(document.querySelector(`[data-testid="chart-total-${k}"]`), fmtCount(t[k]));
@@ -48,7 +72,8 @@ export async function loadThroughput() {
   $("chart-series-wrap").hidden = !split;
   if (!split) return;
   setText($("series-key-head"), by === "queue" ? "Queue" : "Job type");
-  const rows = series.map((s) => ({ key: s.key, points: s.points, t: totals(s.points) }))
+  setText($("series-window-head"), windowTitle(points.length));
+  const rows = series.map((s) => ({ key: s.key, points: s.points.slice(from), t: totals(s.points) }))
     .sort((a, b) => (b.t.completed + b.t.failed) - (a.t.completed + a.t.failed) || String(a.key).localeCompare(String(b.key)));
   syncRows($("series-body"), rows, (r) => r.key, (r) => el("tr", { testid: "series-row-" + r.key }), (tr, r) => {
     tr.replaceChildren(

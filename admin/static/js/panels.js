@@ -3,13 +3,16 @@
 import {
   $, act, ago, api, el, enc, features, fmtCount, fmtTime, query, setBadge, setText, syncRows,
 } from "./core.js";
+import { selectJob } from "./lists.js";
 
 // -- fleet -------------------------------------------------------------------------------------
 
 const FLEET_ACTIONS = [["drain", "warn"], ["pause", "warn"], ["resume", "primary"]];
 
+// A clean stop deletes the daemon's row: a row whose heartbeat expired is a daemon that died
+// (kill -9, a crash, a lost host) and may still hold leases until the reaper takes them back.
 function daemonState(d) {
-  if (!d.alive) return "stopped";
+  if (!d.alive) return "lost";
   if (d.draining) return "draining";
   if (d.paused) return "paused";
   return "active";
@@ -42,9 +45,25 @@ function buildDaemonRow(d) {
   return tr;
 }
 
-function updateDaemonRow(tr, d) {
+// What a lost daemon held: its running rows (lease owner = its id), read from the database
+// (its last heartbeat's in_flight is stale), each a button that opens the job.
+function heldCell(td, d, held) {
+  const jobs = held.get(d.id) || [];
+  const key = jobs.map((j) => j.id).join(",");
+  if (td.dataset.held === key && td.firstChild) return;
+  td.dataset.held = key;
+  td.replaceChildren(el("span", { testid: "fleet-held-" + d.id, text: fmtCount(jobs.length) + " held" }),
+    ...jobs.map((j) => el("button", {
+      type: "button", class: "small link", testid: "fleet-held-job-" + j.id, text: "#" + j.id,
+      title: j.job_type + " (" + j.queue + "), running since " + fmtTime(j.locked_at),
+      onclick: () => selectJob(j.id),
+    })));
+}
+
+function updateDaemonRow(tr, d, held) {
   const c = tr._c;
   tr._d = d;
+  tr.classList.toggle("lost", !d.alive);
   setText(c.id, d.id + (d.this ? " (this)" : ""));
   setText(c.host, d.host);
   setText(c.pid, d.pid);
@@ -52,22 +71,45 @@ function updateDaemonRow(tr, d) {
   setBadge(c.state, daemonState(d));
   setText(c.version, d.version);
   setText(c.concurrency, fmtCount(d.concurrency));
-  setText(c.inFlight, fmtCount(d.in_flight));
+  if (d.alive) {
+    delete c.inFlight.dataset.held;
+    setText(c.inFlight, fmtCount(d.in_flight));
+  } else {
+    heldCell(c.inFlight, d, held);
+  }
   setText(c.heartbeat, ago(d.last_heartbeat));
   c.buttons.drain.disabled = !d.alive || d.draining;
   c.buttons.pause.disabled = !d.alive || d.paused || d.draining;
   c.buttons.resume.disabled = !d.alive || !(d.paused || d.draining);
 }
 
+const HELD_LIMIT = 500;
+
+// The running jobs by lease owner, read only when some daemon is lost.
+async function heldJobs(daemons) {
+  const held = new Map();
+  if (daemons.every((d) => d.alive)) return held;
+  const data = await api("GET", "v1/jobs" + query({ status: "running", limit: HELD_LIMIT }));
+  for (const j of data.jobs || []) {
+    if (!held.has(j.locked_by)) held.set(j.locked_by, []);
+    held.get(j.locked_by).push(j);
+  }
+  return held;
+}
+
 export async function loadFleet() {
   const data = await api("GET", "v1/fleet");
   const daemons = data.daemons || [];
-  syncRows($("fleet-body"), daemons, (d) => d.id, buildDaemonRow, updateDaemonRow);
+  const held = await heldJobs(daemons);
+  syncRows($("fleet-body"), daemons, (d) => d.id, buildDaemonRow, (tr, d) => updateDaemonRow(tr, d, held));
   $("fleet-empty").hidden = daemons.length > 0;
   const alive = daemons.filter((d) => d.alive);
+  const lost = daemons.length - alive.length;
   const busy = alive.reduce((n, d) => n + (d.in_flight || 0), 0);
   const slots = alive.reduce((n, d) => n + (d.concurrency || 0), 0);
-  setText($("fleet-summary"), fmtCount(alive.length) + " alive of " + fmtCount(daemons.length) + " · " + fmtCount(busy) + " of " + fmtCount(slots) + " slots busy");
+  setText($("fleet-summary"), fmtCount(alive.length) + " alive of " + fmtCount(daemons.length)
+    + (lost ? " · " + fmtCount(lost) + " lost (heartbeat expired without a clean stop)" : "")
+    + " · " + fmtCount(busy) + " of " + fmtCount(slots) + " slots busy");
   return daemons;
 }
 
