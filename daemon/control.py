@@ -92,6 +92,12 @@ class Control:
     async def refresh_pauses(self) -> None:
         await self._pauses.run_once()
 
+    @property
+    def store_write_error(self) -> str | None:
+        """The store error of a loop in the last few seconds (reads may still work while
+        writes fail: a full disk), or None."""
+        return self._counters.recent_store_error()
+
     async def refresh_fleet(self) -> None:
         """A request for this very daemon (POST /v1/fleet/<id>/...): apply it now."""
         await self._fleet.run_once()

@@ -30,6 +30,7 @@ from redis.exceptions import (
     AskError,
     ClusterError,
     NoScriptError,
+    OutOfMemoryError,
     RedisClusterException,
     RedisError,
 )
@@ -43,8 +44,10 @@ from gochatd.errors import ConfigError, DispatchUnavailable
 #: gochatd runs have the same signatures on both).
 RedisClient = Any
 
+#: OutOfMemoryError: ``maxmemory`` reached with ``noeviction``: writes (XADD) are refused
+#: until memory is freed; the database dispatches meanwhile.
 TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError, RedisClusterException,
-             ClusterError)
+             ClusterError, OutOfMemoryError)
 #: Replies of a cluster that cannot serve a slot now (a master down, a failover under way).
 _CLUSTER_UNAVAILABLE = ("CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "LOADING", "BUSY")
 
@@ -155,9 +158,9 @@ class LuaScript:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """redis-py's errors as gochatd's: an outage, a loading or busy server, a cluster slot
-    that no master serves now and a key of the wrong type are ``DispatchUnavailable`` (the
-    database dispatches instead)."""
+    """redis-py's errors as gochatd's: an outage, a loading or busy server, a server at
+    ``maxmemory`` that refuses writes, a cluster slot that no master serves now and a key of
+    the wrong type are ``DispatchUnavailable`` (the database dispatches instead)."""
     try:
         yield
     except TRANSIENT as exc:

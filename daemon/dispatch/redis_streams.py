@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from gochatd.config import Settings
 from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
@@ -73,6 +73,9 @@ class RedisStreams:
         self._open = False
         self._fill = LuaScript(FILL_SCRIPT)
         self._publish = LuaScript(PUBLISH_SCRIPT)
+        #: An XADD was refused for memory (``maxmemory``, ``noeviction``): reads still work,
+        #: so the intake polls the database instead until ``check_writable`` passes.
+        self.writes_refused = False
 
     @classmethod
     def from_settings(cls, settings: Settings, *, consumer: str) -> RedisStreams:
@@ -148,6 +151,14 @@ class RedisStreams:
         """PING Redis; in a cluster every master (one down: the daemon polls)."""
         await self._call(ping)
 
+    async def check_writable(self) -> None:
+        """Raises ``DispatchUnavailable`` while Redis refuses writes: an XADD with NOMKSTREAM
+        to a stream that does not exist writes nothing, but a server out of memory refuses
+        it before looking. Clears ``writes_refused`` when it passes."""
+        probe = f"{self.prefix}:write-probe"
+        await self._call(lambda r: r.xadd(probe, {"probe": "1"}, nomkstream=True))
+        self.writes_refused = False
+
     async def check_url(self) -> None:
         """Refuse a URL the server never accepts (a database index it does not have:
         ``ConfigError``). An outage says nothing about the URL: the database dispatches
@@ -200,6 +211,9 @@ class RedisStreams:
             args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
             try:  # like the script's own entries: one slot failing does not stop the others
                 on_slot(r, next(iter(keys)), partial(self._publish, keys=list(keys), args=args))
+            except OutOfMemoryError as exc:
+                self.writes_refused = True
+                first_error = first_error or exc
             except Exception as exc:  # re-raised below, after every slot
                 first_error = first_error or exc
         if first_error is not None:
