@@ -40,6 +40,7 @@ from gochatd.model import (
     JobAttempt,
     JobFilter,
     JobSelection,
+    enum_member,
 )
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
@@ -325,7 +326,8 @@ class Client(ClientCore):
                    actor: str = CLIENT_ACTOR) -> BulkResult:
         """One control (``retry``, ``cancel``, ``delete``, ``discard``, ``run_now``) over the
         jobs of ``selection`` (ids and/or filters; at least one), in bounded batches."""
-        return await job_controls.bulk(self._store(), JobAction(action), selection, actor=actor)
+        kind = enum_member(JobAction, action, "action")
+        return await job_controls.bulk(self._store(), kind, selection, actor=actor)
 
 
 class _Publisher:

@@ -28,7 +28,16 @@ from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
 from gochatd.job_controls import CLIENT_ACTOR
-from gochatd.model import BulkResult, EnqueueResult, Job, JobAction, JobAttempt, JobFilter, JobSelection
+from gochatd.model import (
+    BulkResult,
+    EnqueueResult,
+    Job,
+    JobAction,
+    JobAttempt,
+    JobFilter,
+    JobSelection,
+    enum_member,
+)
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
 from gochatd.store.presence import require_database_file
@@ -198,7 +207,7 @@ class SyncClient(ClientCore):
 
     def bulk(self, action: JobAction | str, selection: JobSelection, *,
              actor: str = CLIENT_ACTOR) -> BulkResult:
-        return self._run(job_controls.bulk(self._store, JobAction(action), selection,
+        return self._run(job_controls.bulk(self._store, enum_member(JobAction, action, "action"), selection,
                                            actor=actor))
 
 
