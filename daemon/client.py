@@ -44,7 +44,7 @@ from gochatd.model import (
 )
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_routed_store
-from gochatd.store.presence import require_database_file
+from gochatd.store.presence import require_database_file, require_schema
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
@@ -177,19 +177,29 @@ class Client(ClientCore):
         self._group = GroupCommit(self._write_group)
 
     async def __aenter__(self) -> Client:
+        try:
+            await self._open_owned()
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # what opened is closed again
+                await self._owned.aclose()
+            raise
+        return self
+
+    async def _open_owned(self) -> None:
         if self.store is None:
             assert self._database_url is not None
             require_database_file(self._database_url)  # opening would create an empty file
             store = open_routed_store(self._database_url, prepare=self._prepare)
             await store.open()
             self._owned.push_async_callback(store.close)
+            # No schema: NoDatabase now, in the words of SyncClient and the command line.
+            await require_schema(store, self._database_url, older_ok=True)
             self.store = store
         if self.streams is None and (streams := self._new_streams()) is not None:
             await streams.open()
             self._owned.push_async_callback(streams.close)
             self.streams = streams
             await streams.check_url()  # a wrong URL is refused before anything is written
-        return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None

@@ -40,7 +40,7 @@ from gochatd.model import (
 )
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
-from gochatd.store.presence import require_database_file
+from gochatd.store.presence import require_database_file, require_schema
 from gochatd.validation import validate_filter
 
 T = TypeVar("T")
@@ -90,7 +90,8 @@ class SyncClient(ClientCore):
             self._state = "open"
         try:
             require_database_file(self._database_url or "")  # opening would create a file
-            run_here(self._store.schema_version())
+            # No schema: NoDatabase now, in the words of Client and the command line.
+            run_here(require_schema(self._store, self._database_url or "", older_ok=True))
             streams = self._new_streams()
             if streams is not None:
                 run_here(streams.open())
