@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from gochatd.errors import ConfigError, InvalidHandler, NonRetryable
+from gochatd.errors import ConfigError, HandlerFailure, InvalidHandler, NonRetryable
 from gochatd.runtimes import adapt, check_runtime
 
 if TYPE_CHECKING:
@@ -166,13 +166,18 @@ async def _sleep(ctx: JobContext) -> None:
     await trio.sleep(float(seconds))
 
 
-class SysFailError(Exception):
-    """The failure ``sys:fail`` raises when asked to be retryable."""
+class SysFailError(HandlerFailure):
+    """The failure ``sys:fail`` raises: ``error_class`` ``SysFailError`` (retried) or
+    ``non_retryable`` (dead at once). Its text is the job's own ``message`` field, which the
+    stored error shows (that is what the type is for); credentials and secret-looking pairs
+    in it, and the payload's other strings, are still masked (redact.py)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__("SysFailError" if retryable else "non_retryable", message,
+                         retryable=retryable)
 
 
 @job("sys:fail")
 async def _fail(ctx: JobContext) -> None:
     message = str(ctx.payload.get("message", "sys:fail"))
-    if ctx.payload.get("retryable", True):
-        raise SysFailError(message)
-    raise NonRetryable(message)
+    raise SysFailError(message, retryable=bool(ctx.payload.get("retryable", True)))
