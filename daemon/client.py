@@ -26,7 +26,7 @@ import anyio
 from gochatd import job_controls
 from gochatd.config_fields import DEFAULTS
 from gochatd.dispatch.redis_streams import RedisStreams
-from gochatd.errors import ConfigError, DispatchUnavailable
+from gochatd.errors import ConfigError
 from gochatd.group_commit import GroupCommit
 from gochatd.job_controls import CLIENT_ACTOR
 from gochatd.logs import get_logger
@@ -43,6 +43,7 @@ from gochatd.model import (
     enum_member,
 )
 from gochatd.new_job import NewJob
+from gochatd.redact import redact_error
 from gochatd.store import JobStore, open_routed_store
 from gochatd.store.presence import require_database_file, require_schema
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
@@ -133,7 +134,8 @@ class ClientCore:
             self.dispatch_ok = False
             self._dispatch_retry_at = self._now() + DISPATCH_RETRY_S
             self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
-                              queue=refs[0].queue, note="the sweep will re-dispatch it")
+                              queue=refs[0].queue, error=publisher.error,
+                              note="the sweep will re-dispatch it")
         if self.on_enqueued is not None:
             for result in results:
                 if result.created:
@@ -348,14 +350,18 @@ class _Publisher:
     def __init__(self, streams: RedisStreams) -> None:
         self.streams = streams
         self.failed: list[DispatchRef] = []
+        #: What went wrong, redacted (an outage, or any other Redis error: none may fail an
+        #: enqueue whose rows committed).
+        self.error = ""
 
     def __call__(self, results: Sequence[EnqueueResult]) -> None:
         refs = [DispatchRef(r.job.id, r.job.job_type, r.job.queue, r.job.tenant_id)
                 for r in results if r.created and r.job.dispatched_at is not None]
         try:
             self.streams.publish_here(refs)
-        except DispatchUnavailable:
+        except Exception as exc:  # after the commit: logged by _after_commit, never raised
             self.failed = refs
+            self.error = redact_error(f"{type(exc).__name__}: {exc}", limit=200)
 
 
 def _inline_hook() -> InlineHook | None:
