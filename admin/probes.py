@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from quart import Response, jsonify
 from quart_trio import QuartTrio
 
@@ -72,4 +72,4 @@ def register(app: QuartTrio, daemon: Control) -> None:
                         daemon.settings.tenants, await daemon.store.running_by_tenant())
         except StoreUnavailable:
             pass  # depth gauges keep their last values; counters are still served
-        return Response(generate_latest(daemon.metrics.registry), content_type=CONTENT_TYPE_LATEST)
+        return Response(daemon.metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

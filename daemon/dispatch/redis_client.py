@@ -33,6 +33,7 @@ from redis.exceptions import (
     OutOfMemoryError,
     RedisClusterException,
     RedisError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -139,6 +140,16 @@ def ping(client: RedisClient) -> None:
         client.ping()
 
 
+def cluster_enabled(client: RedisClient) -> bool:
+    """Whether the server is a Redis Cluster node (``INFO cluster``); False when it does not
+    say (a proxy that refuses INFO)."""
+    try:
+        info: dict[str, Any] = client.info("cluster")
+    except ResponseError:
+        return False
+    return bool(info.get("cluster_enabled"))
+
+
 class LuaScript:
     """A script run by SHA (EVALSHA), loaded on NOSCRIPT: on a restarted server, or in a
     cluster on every master (a master that restarted empty has lost it)."""
@@ -172,6 +183,9 @@ def translated() -> Iterator[None]:
                               "0-15)") from None
         if any(word in str(exc) for word in _CLUSTER_UNAVAILABLE):
             raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+        if isinstance(exc, AskError):  # MOVED/ASK outside the cluster client: a cluster node
+            raise DispatchUnavailable("redis unavailable: MOVED (a slot moved twice, or a "
+                                      "cluster node while redis_cluster is false)") from None
         if "WRONGTYPE" in str(exc):
             # A stream key holds something else: Redis cannot dispatch, the database can.
             raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None

@@ -28,6 +28,7 @@ from gochatd.dispatch.redis_client import (
     break_socket,
     check_cluster_url,
     close_client,
+    cluster_enabled,
     connect,
     on_slot,
     ping,
@@ -36,9 +37,10 @@ from gochatd.dispatch.redis_client import (
     translated,
 )
 from gochatd.dispatch.scripts import FILL_SCRIPT, PUBLISH_SCRIPT
-from gochatd.errors import DispatchUnavailable, ResourceClosed
+from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
 from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
+from gochatd.redact import mask_url
 
 #: In a cluster a blocking XREADGROUP can wait on one slot's streams only: with queues in
 #: several slots it waits at most this long, so the others are read again soon.
@@ -160,11 +162,17 @@ class RedisStreams:
         self.writes_refused = False
 
     async def check_url(self) -> None:
-        """Refuse a URL the server never accepts (a database index it does not have:
-        ``ConfigError``). An outage says nothing about the URL: the database dispatches
-        meanwhile, so it passes."""
+        """Refuse a URL the server never accepts (a database index it does not have) and a
+        Redis Cluster node without ``redis_cluster`` (its MOVED replies would fail every
+        XADD): ``ConfigError``. An outage says nothing about the URL: the database
+        dispatches meanwhile, so it passes."""
         with contextlib.suppress(DispatchUnavailable):
             await self.ping()
+            if not self.cluster and await self._call(cluster_enabled):
+                raise ConfigError(
+                    f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
+                    "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True for "
+                    "gochatd.Client and SyncClient)")
 
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
