@@ -233,7 +233,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                 "Ready": {"type": "object", "required": ["status", "store", "dispatch", "draining"],
                           "properties": {
                               "status": {"enum": ["ready", "not_ready"]},
-                              "store": {"enum": ["ok", "down"]},
+                              "store": {"enum": ["ok", "down", "failing"]},
+                              "store_error": {"type": "string"},
                               "dispatch": {"enum": ["streams", "polling", "down"]},
                               "draining": {"type": "boolean"}}},
                 "Status": {"type": "object", "required": [

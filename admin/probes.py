@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import trio
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from quart import Response, jsonify
 from quart_trio import QuartTrio
 
@@ -36,13 +36,17 @@ def register(app: QuartTrio, daemon: Control) -> None:
             dispatch = "down"
         else:
             dispatch = daemon.mode.value if daemon.mode.value in ("streams", "polling") else "down"
-        ready = store_ok and not daemon.draining and not daemon.stopping and dispatch != "down"
+        write_error = daemon.store_write_error
+        ready = (store_ok and write_error is None and not daemon.draining and not daemon.stopping
+                 and dispatch != "down")
         body = {
             "status": "ready" if ready else "not_ready",
-            "store": "ok" if store_ok else "down",
+            "store": "down" if not store_ok else "ok" if write_error is None else "failing",
             "dispatch": dispatch,
             "draining": daemon.draining,
         }
+        if store_ok and write_error is not None:
+            body["store_error"] = write_error
         response = jsonify(body)
         response.status_code = 200 if ready else 503
         return response
@@ -69,4 +73,4 @@ def register(app: QuartTrio, daemon: Control) -> None:
                         daemon.settings.tenants, await daemon.store.running_by_tenant())
         except StoreUnavailable:
             pass  # depth gauges keep their last values; counters are still served
-        return Response(generate_latest(daemon.metrics.registry), content_type=CONTENT_TYPE_LATEST)
+        return Response(daemon.metrics.exposition(), content_type=CONTENT_TYPE_LATEST)

@@ -26,7 +26,7 @@ import anyio
 from gochatd import job_controls
 from gochatd.config_fields import DEFAULTS
 from gochatd.dispatch.redis_streams import RedisStreams
-from gochatd.errors import ConfigError, DispatchUnavailable
+from gochatd.errors import ConfigError
 from gochatd.group_commit import GroupCommit
 from gochatd.job_controls import CLIENT_ACTOR
 from gochatd.logs import get_logger
@@ -40,10 +40,12 @@ from gochatd.model import (
     JobAttempt,
     JobFilter,
     JobSelection,
+    enum_member,
 )
 from gochatd.new_job import NewJob
+from gochatd.redact import redact_error
 from gochatd.store import JobStore, open_routed_store
-from gochatd.store.presence import require_database_file
+from gochatd.store.presence import require_database_file, require_schema
 from gochatd.validation import MAX_BATCH, validate_batch, validate_enqueue, validate_filter
 
 DISPATCH_RETRY_S = 5.0
@@ -132,7 +134,8 @@ class ClientCore:
             self.dispatch_ok = False
             self._dispatch_retry_at = self._now() + DISPATCH_RETRY_S
             self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
-                              queue=refs[0].queue, note="the sweep will re-dispatch it")
+                              queue=refs[0].queue, error=publisher.error,
+                              note="the sweep will re-dispatch it")
         if self.on_enqueued is not None:
             for result in results:
                 if result.created:
@@ -176,19 +179,29 @@ class Client(ClientCore):
         self._group = GroupCommit(self._write_group)
 
     async def __aenter__(self) -> Client:
+        try:
+            await self._open_owned()
+        except BaseException:
+            with anyio.CancelScope(shield=True):  # what opened is closed again
+                await self._owned.aclose()
+            raise
+        return self
+
+    async def _open_owned(self) -> None:
         if self.store is None:
             assert self._database_url is not None
             require_database_file(self._database_url)  # opening would create an empty file
             store = open_routed_store(self._database_url, prepare=self._prepare)
             await store.open()
             self._owned.push_async_callback(store.close)
+            # No schema: NoDatabase now, in the words of SyncClient and the command line.
+            await require_schema(store, self._database_url, older_ok=True)
             self.store = store
         if self.streams is None and (streams := self._new_streams()) is not None:
             await streams.open()
             self._owned.push_async_callback(streams.close)
             self.streams = streams
             await streams.check_url()  # a wrong URL is refused before anything is written
-        return self
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
@@ -325,7 +338,8 @@ class Client(ClientCore):
                    actor: str = CLIENT_ACTOR) -> BulkResult:
         """One control (``retry``, ``cancel``, ``delete``, ``discard``, ``run_now``) over the
         jobs of ``selection`` (ids and/or filters; at least one), in bounded batches."""
-        return await job_controls.bulk(self._store(), JobAction(action), selection, actor=actor)
+        kind = enum_member(JobAction, action, "action")
+        return await job_controls.bulk(self._store(), kind, selection, actor=actor)
 
 
 class _Publisher:
@@ -336,14 +350,18 @@ class _Publisher:
     def __init__(self, streams: RedisStreams) -> None:
         self.streams = streams
         self.failed: list[DispatchRef] = []
+        #: What went wrong, redacted (an outage, or any other Redis error: none may fail an
+        #: enqueue whose rows committed).
+        self.error = ""
 
     def __call__(self, results: Sequence[EnqueueResult]) -> None:
         refs = [DispatchRef(r.job.id, r.job.job_type, r.job.queue, r.job.tenant_id)
                 for r in results if r.created and r.job.dispatched_at is not None]
         try:
             self.streams.publish_here(refs)
-        except DispatchUnavailable:
+        except Exception as exc:  # after the commit: logged by _after_commit, never raised
             self.failed = refs
+            self.error = redact_error(f"{type(exc).__name__}: {exc}", limit=200)
 
 
 def _inline_hook() -> InlineHook | None:

@@ -97,6 +97,12 @@ class Control:
         """Due waiting jobs that no live daemon can run (docs/job-types.md)."""
         return await self._fleet.without_handler()
 
+    @property
+    def store_write_error(self) -> str | None:
+        """The store error of a loop in the last few seconds (reads may still work while
+        writes fail: a full disk), or None."""
+        return self._counters.recent_store_error()
+
     async def refresh_fleet(self) -> None:
         """A request for this very daemon (POST /v1/fleet/<id>/...): apply it now."""
         await self._fleet.run_once()

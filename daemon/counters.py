@@ -10,21 +10,35 @@ store or Redis is counted and logged the same way everywhere (``transient_error`
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.logs import get_logger
 from gochatd.model import Outcome
 from gochatd.store.fleet import FinishCounts
 
+#: A store error this recent makes /readyz say not ready (``recent_store_error``).
+STORE_ERROR_RECENT_S = 5.0
+
 
 class Counters(Mapping[str, int]):
     """Read like a mapping (a missing name reads 0); written only through ``inc``."""
 
-    def __init__(self, worker_id: str = "") -> None:
+    def __init__(self, worker_id: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         self._values: Counter[str] = Counter()
         self._log = get_logger(worker_id=worker_id)
+        self._clock = clock
+        self._store_error: tuple[float, str] | None = None
+
+    def recent_store_error(self, within_s: float = STORE_ERROR_RECENT_S) -> str | None:
+        """The last store error (``where: message``) if one came within ``within_s``: a
+        database that answers reads but refuses writes (a full disk) shows here, as the
+        loops' writes fail; /readyz reports it."""
+        if self._store_error is None or self._clock() - self._store_error[0] > within_s:
+            return None
+        return self._store_error[1]
 
     def inc(self, name: str, n: int = 1) -> None:
         self._values[name] += n
@@ -32,6 +46,8 @@ class Counters(Mapping[str, int]):
     def transient_error(self, where: str, exc: StoreUnavailable | DispatchUnavailable) -> None:
         """A store or Redis call failed in a loop that will retry: count it, log one line."""
         self.inc("redis_errors" if isinstance(exc, DispatchUnavailable) else "store_errors")
+        if isinstance(exc, StoreUnavailable):
+            self._store_error = (self._clock(), f"{where}: {exc}")
         self._log.warning(f"{where}_failed", error=str(exc))
 
     def __getitem__(self, name: str) -> int:

@@ -17,8 +17,10 @@ Cancellation. A Trio caller cancelled while its unit runs asks the connection to
 thread's answer, as a cancelled psycopg query did on the bridge: a unit that finished is
 returned (the cancellation arrives at the caller's next checkpoint), one that was stopped
 raises ``Cancelled``. A unit that does not answer within ``abandon_s`` of the interrupt
-is abandoned: its connection is forced closed (``force_close``) and the thread opens a new
-one for its next unit. A unit cancelled before a thread took it never runs.
+is abandoned: its connection is forced closed (``force_close``). A connection an interrupt
+was aimed at is retired after that unit, whatever its end: a cancel request is delivered
+asynchronously and could otherwise stop the next caller's statement. A unit cancelled
+before a thread took it never runs.
 
 Without an event loop (``gochatd.SyncClient``) units run on the caller's own thread
 (handoff_here.py).
@@ -50,7 +52,7 @@ _QUEUED, _RUNNING, _DONE, _ABANDONED = range(4)
 class _Unit:
     """One unit of work on its way through a thread; its state moves under ``lock``."""
 
-    __slots__ = ("deliver", "done", "fn", "lock", "state", "stop_asked", "worker")
+    __slots__ = ("deliver", "done", "fn", "interrupted", "lock", "state", "stop_asked", "worker")
 
     def __init__(self, fn: Callable[[Any], Any], deliver: Callable[[outcome.Outcome[Any]], None]):
         self.fn = fn
@@ -62,6 +64,10 @@ class _Unit:
         self.stop_asked = False
         #: Made only when someone waits for the unit to end (an interrupt), set by the thread.
         self.done: threading.Event | None = None
+        #: An interrupt was aimed at the unit's connection: the thread retires that
+        #: connection after the unit, so a late cancel request can never reach the next
+        #: caller's statement on it.
+        self.interrupted = False
 
     def finished(self) -> threading.Event:
         """An event set when the thread is done with the unit (call under ``lock``)."""
@@ -111,8 +117,11 @@ class _Worker(Generic[R]):
             abandoned = unit.state == _ABANDONED
             unit.state = _DONE
             unit.worker = None
+            interrupted = unit.interrupted
             if unit.done is not None:
                 unit.done.set()
+        if interrupted:
+            self._close_conn()  # the next unit opens a new one
         following = self.pool._next_for(self)
         if not abandoned:
             unit.deliver(result)
@@ -139,15 +148,20 @@ class _Worker(Generic[R]):
                 self.pool._close(conn)
 
     def interrupt(self, unit: _Unit, abandon_s: float) -> None:
-        """Helper thread: ask the connection to stop; force it closed if that is not enough."""
-        conn = self.conn
-        if conn is None:
-            return
+        """Helper thread: ask the unit's connection to stop; force it closed if that is not
+        enough. Only while this thread still runs the unit (checked under its lock), and the
+        connection is then marked for retirement (``_Unit.interrupted``): a cancel request
+        that arrives late (it travels on a connection of its own) or a forced close can only
+        reach this unit's statement or a connection no one uses any more."""
+        with unit.lock:
+            conn = self.conn
+            if unit.worker is not self or conn is None:  # it ended (or never started) here
+                return
+            unit.interrupted = True
+            done = unit.finished()
         if self.pool._interrupt is not None:
             with contextlib.suppress(Exception):
                 self.pool._interrupt(conn)
-        with unit.lock:
-            done = unit.finished()
         if not done.wait(abandon_s) and self.pool._force_close is not None:
             with contextlib.suppress(Exception):
                 self.pool._force_close(conn)
@@ -247,14 +261,15 @@ class Handoff(Generic[R]):
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             nonlocal cancelled
-            with unit.lock:
+            with unit.lock:  # state and worker read together, as the thread wrote them
                 if unit.state == _QUEUED:
                     unit.state = _ABANDONED
                     return trio.lowlevel.Abort.SUCCEEDED
                 unit.stop_asked = True
                 worker = unit.worker
+                running = unit.state == _RUNNING
             cancelled = True
-            if unit.state == _RUNNING:
+            if running:
                 self._interrupt_soon(unit, worker)
             return trio.lowlevel.Abort.FAILED  # the thread's answer is on its way
 

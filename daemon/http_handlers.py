@@ -18,11 +18,9 @@ answer's body, the URL or the secret.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import os
 import re
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +32,7 @@ from gochatd.config_values import mapping_value
 from gochatd.context import JobContext
 from gochatd.errors import ConfigError, HandlerFailure
 from gochatd.registry import JOB_TYPE_RE, Handler, HandlerSpec
+from gochatd.retry import parse_retry_after
 from gochatd.signing import SIGNATURE_HEADER, sign
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
@@ -250,17 +249,3 @@ def _replies(answer: bytes | None, status: int) -> list[dict[str, Any]]:
     return list(replies)
 
 
-def parse_retry_after(value: str | None, now: float | None = None) -> float | None:
-    """``Retry-After``: seconds, or an HTTP date. None when absent or unreadable."""
-    if value is None:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return float(min(int(text), 10 * 365 * 86400))
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))

@@ -1,12 +1,17 @@
 """Prometheus metrics. Labels are bounded: queue names, registered job types (anything else
-is ``unregistered``) and outcomes. Never job ids, tenants' secrets or payloads."""
+is ``unregistered``) and outcomes. Never job ids, tenants' secrets or payloads.
+
+gochatd's own families live in a registry of their own (``Metrics.registry``); ``/metrics``
+serves them and, after them, prometheus_client's default ``REGISTRY``: the process and
+Python collectors and whatever handler modules and hooks register there (a plain
+``Counter(...)``), minus any ``gochatd_*`` family, which is gochatd's name space."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -60,9 +65,32 @@ class _WorkerCollector(Collector):
         yield mode
 
 
+class _DefaultRegistry(Collector):
+    """prometheus_client's default ``REGISTRY`` at scrape time, without ``gochatd_*``."""
+
+    def __init__(self, source: CollectorRegistry) -> None:
+        self._source = source
+
+    def describe(self) -> Iterable[Metric]:
+        return []  # its families change as modules register theirs: not checked up front
+
+    def collect(self) -> Iterable[Metric]:
+        for family in self._source.collect():
+            if not family.name.startswith("gochatd_"):
+                yield family
+
+
+def default_registry_view(source: CollectorRegistry = REGISTRY) -> CollectorRegistry:
+    """A registry that serves ``source`` (the default one) minus gochatd's name space."""
+    view = CollectorRegistry(auto_describe=False)
+    view.register(_DefaultRegistry(source))
+    return view
+
+
 class Metrics:
     def __init__(self, known_job_types: Callable[[], Iterable[str]]) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._default_view = default_registry_view()
         self._known = known_job_types
         self._labels: dict[str, str] = {}
         self._job_children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -100,6 +128,10 @@ class Metrics:
             "gochatd_tenant_running", "Running jobs (fleet-wide) of each tenant named in "
             "the tenants config", ["tenant"], registry=self.registry,
         )
+
+    def exposition(self) -> bytes:
+        """What ``/metrics`` serves: gochatd's families, then the default registry's."""
+        return generate_latest(self.registry) + generate_latest(self._default_view)
 
     def watch(self, counters: Callable[[], Mapping[str, int]], in_flight: Callable[[], int],
               mode: Callable[[], str]) -> None:

@@ -27,7 +27,11 @@ import enum
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from gochatd.errors import InvalidJob
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 class JobStatus(enum.StrEnum):
@@ -81,6 +85,21 @@ OUTCOME_STATUS: dict[Outcome, JobStatus] = {
     Outcome.CANCELLED: JobStatus.CANCELLED,
     Outcome.INTERRUPTED: JobStatus.RETRYING,
 }
+
+
+def enum_member(kind: type[E], value: object, field_name: str) -> E:
+    """``value`` as a member of ``kind``: a member, or its value as a string (``"dead"``);
+    anything else is refused with ``InvalidJob`` naming the field and the allowed values.
+    Every public dataclass and method that takes an enum takes it through here."""
+    if isinstance(value, kind):
+        return value
+    if isinstance(value, str):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(str(m.value) for m in kind)
+    raise InvalidJob(f"{field_name}: expected one of {allowed}")
 
 
 def record_to_dict(record: Any) -> dict[str, Any]:
@@ -292,6 +311,10 @@ class JobFilter:
     #: Only waiting jobs not yet due, soonest first (the order flag is then moot).
     scheduled: bool = False
 
+    def __post_init__(self) -> None:  # JobFilter(status="dead") is JobStatus.DEAD
+        if self.status is not None:
+            object.__setattr__(self, "status", enum_member(JobStatus, self.status, "status"))
+
 
 #: The longest search text a listing takes.
 MAX_SEARCH_CHARS = 200
@@ -342,6 +365,10 @@ class JobSelection:
     queue: str | None = None
     job_type: str | None = None
     tenant_id: str | None = None
+
+    def __post_init__(self) -> None:  # JobSelection(status="dead") is JobStatus.DEAD
+        if self.status is not None:
+            object.__setattr__(self, "status", enum_member(JobStatus, self.status, "status"))
 
     @property
     def is_empty(self) -> bool:

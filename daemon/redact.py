@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 MAX_ERROR_CHARS = 512
@@ -35,13 +35,15 @@ def _payload_strings(payload: Any) -> Iterable[str]:
             yield from _payload_strings(value)
 
 
-def redact_error(message: str, payload: Any = None, limit: int = MAX_ERROR_CHARS) -> str:
-    """Strip credentials, secret-looking pairs and the job's own payload strings; cap length."""
+def redact_error(message: str, payload: Any = None, limit: int = MAX_ERROR_CHARS, *,
+                 keep: Collection[str] = ()) -> str:
+    """Strip credentials, secret-looking pairs and the job's own payload strings (but those
+    in ``keep``: a payload field whose text is meant as the error); cap length."""
     text = mask_url(message)
     text = _BEARER.sub(lambda m: f"{m.group(1)} ***", text)
     text = _DSN_PASSWORD.sub("password=***", text)
     text = _SECRET_PAIRS.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-    for value in sorted(set(_payload_strings(payload)), key=len, reverse=True):
+    for value in sorted(set(_payload_strings(payload)) - set(keep), key=len, reverse=True):
         if len(value) >= 4:
             text = text.replace(value, "[payload]")
     text = " ".join(text.split())

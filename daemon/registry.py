@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import trio
 
-from gochatd.errors import ConfigError, InvalidHandler, NonRetryable
+from gochatd.errors import ConfigError, HandlerFailure, InvalidHandler, NonRetryable
 from gochatd.runtimes import adapt, check_runtime
 
 if TYPE_CHECKING:
@@ -75,6 +75,11 @@ class Registry:
 REGISTRY = Registry()
 
 
+#: Who registered each job type through ``@gochatd.job`` ("module.function"): a second
+#: function for a type is refused; the same one again (a module imported twice) is not.
+_ORIGINS: dict[str, str] = {}
+
+
 def job(
     job_type: str,
     *,
@@ -85,23 +90,43 @@ def job(
 ) -> Callable[[F], F]:
     """Register ``handler(ctx: JobContext) -> None`` for ``job_type``: an ``async def`` on
     Trio (``runtime="trio"``, the default for one) or on asyncio (``runtime="asyncio"``), or
-    a plain ``def`` in a worker thread (``runtime="thread"``, the default for one). A runtime
-    that is unknown or does not fit the function raises ``InvalidHandler``."""
-    if not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
-        raise ValueError(f"invalid job type {job_type!r}")
-    if not QUEUE_RE.match(queue):
-        raise ValueError(f"invalid queue name {queue!r}")
+    a plain ``def`` in a worker thread (``runtime="thread"``, the default for one). A bad
+    name or setting, a runtime that is unknown or does not fit the function, a type another
+    function already handles, or a built-in ``sys:`` type raises ``InvalidHandler``."""
+    if not isinstance(job_type, str) or not JOB_TYPE_RE.match(job_type) or len(job_type) > 200:
+        raise InvalidHandler(f"job type {job_type!r}: expected letters, digits, '_', '-', '.' "
+                             "and ':' (at most 200)")
+    if not isinstance(queue, str) or not QUEUE_RE.match(queue):
+        raise InvalidHandler(f"{job_type}: queue {queue!r}: expected 1-64 letters, digits, "
+                             "'_' or '-'")
     if timeout_s is not None and timeout_s <= 0:
-        raise ValueError("timeout_s must be > 0")
+        raise InvalidHandler(f"{job_type}: timeout_s must be > 0")
     if max_attempts < 1:
-        raise ValueError("max_attempts must be >= 1")
+        raise InvalidHandler(f"{job_type}: max_attempts must be >= 1")
 
     def register(fn: F) -> F:
-        REGISTRY.add(handler_spec(job_type, fn, runtime=runtime, queue=queue,
-                                  timeout_s=timeout_s, max_attempts=max_attempts))
+        origin = _origin_of(job_type, fn)
+        spec = handler_spec(job_type, fn, runtime=runtime, queue=queue, timeout_s=timeout_s,
+                            max_attempts=max_attempts)
+        REGISTRY.add(spec)
+        _ORIGINS[job_type] = origin
         return fn
 
     return register
+
+
+def _origin_of(job_type: str, fn: Callable[..., object]) -> str:
+    """``fn``'s name, once no other function holds ``job_type`` (``InvalidHandler``)."""
+    module = getattr(fn, "__module__", None) or "?"
+    origin = f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
+    if job_type.startswith("sys:") and module != __name__:
+        raise InvalidHandler(f"job type {job_type!r} is built in ({origin} cannot replace "
+                             "it); give yours another name")
+    held = _ORIGINS.get(job_type)
+    if held is not None and held != origin and REGISTRY.get(job_type) is not None:
+        raise InvalidHandler(f"job type {job_type!r} is already handled by {held}; {origin} "
+                             "cannot register it too")
+    return origin
 
 
 def load_handler_modules(names: list[str]) -> None:
@@ -141,13 +166,18 @@ async def _sleep(ctx: JobContext) -> None:
     await trio.sleep(float(seconds))
 
 
-class SysFailError(Exception):
-    """The failure ``sys:fail`` raises when asked to be retryable."""
+class SysFailError(HandlerFailure):
+    """The failure ``sys:fail`` raises: ``error_class`` ``SysFailError`` (retried) or
+    ``non_retryable`` (dead at once). Its text is the job's own ``message`` field, which the
+    stored error shows (that is what the type is for); credentials and secret-looking pairs
+    in it, and the payload's other strings, are still masked (redact.py)."""
+
+    def __init__(self, message: str, *, retryable: bool) -> None:
+        super().__init__("SysFailError" if retryable else "non_retryable", message,
+                         retryable=retryable)
 
 
 @job("sys:fail")
 async def _fail(ctx: JobContext) -> None:
     message = str(ctx.payload.get("message", "sys:fail"))
-    if ctx.payload.get("retryable", True):
-        raise SysFailError(message)
-    raise NonRetryable(message)
+    raise SysFailError(message, retryable=bool(ctx.payload.get("retryable", True)))

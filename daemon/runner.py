@@ -22,7 +22,7 @@ from gochatd.hooks import run_layers
 from gochatd.logs import get_logger
 from gochatd.model import ClaimedJob, Finish, Outcome, Reply
 from gochatd.redact import redact_error
-from gochatd.registry import HandlerSpec, Registry
+from gochatd.registry import HandlerSpec, Registry, SysFailError
 from gochatd.retry import Backoff, next_delay_s
 from gochatd.runtimes import timeout_message
 from gochatd.store.rows import InvalidPayload
@@ -108,12 +108,14 @@ def _job_logger(claimed: ClaimedJob) -> FilteringBoundLogger:
 
 def _finish(claimed: ClaimedJob, outcome: Outcome, error_class: str | None = None,
             message: str | None = None, delay_s: float = 0.0,
-            replies: tuple[Reply, ...] = ()) -> Finish:
+            replies: tuple[Reply, ...] = (), shown: str | None = None) -> Finish:
+    """``shown``: the one payload string the error may quote (sys:fail's ``message``)."""
     job = claimed.job
+    keep = (shown,) if shown is not None else ()
     return Finish(
         job_id=job.id, lease_owner=claimed.lease_owner, fence=claimed.fence,
         outcome=outcome, delay_s=delay_s, error_class=error_class,
-        last_error=redact_error(message, job.payload) if message is not None else None,
+        last_error=redact_error(message, job.payload, keep=keep) if message is not None else None,
         replies=replies, tenant_id=job.tenant_id,
     )
 
@@ -157,23 +159,37 @@ def _failed(claimed: ClaimedJob, policy: RunPolicy, log: FilteringBoundLogger,
     """A handler error or a timeout: retry with backoff, or dead."""
     job = claimed.job
     requested_s: float | None = None
+    message: str | None
     if timed_out is not None:
         error_class, retryable, message = "timeout", True, timed_out
     else:
         assert error is not None
-        message = f"{type(error).__name__}: {error}"
+        hook_text = str(error) if isinstance(error, HookFailed) else None
         if isinstance(error, HookFailed):  # classified as what the hook raised
-            message, error = str(error), error.error
+            error = error.error
         retryable = not isinstance(error, NonRetryable)
         error_class = "non_retryable" if not retryable else type(error).__name__
         if isinstance(error, HandlerFailure):
             retryable, error_class, requested_s = error.retryable, error.error_class, error.retry_after_s
+        message = hook_text or error_text(error, error_class)
+    shown = str(error) if isinstance(error, SysFailError) else None
     delay_s = (
         next_delay_s(policy.backoff, job.attempts, job.max_attempts, requested_s)
         if retryable else None
     )
     if delay_s is not None:
         log.warning("job_retry", error_class=error_class, delay_s=round(delay_s, 3))
-        return _finish(claimed, Outcome.RETRY, error_class, message, delay_s)
+        return _finish(claimed, Outcome.RETRY, error_class, message, delay_s, shown=shown)
     log.warning("job_dead", error_class=error_class, exhausted=retryable)
-    return _finish(claimed, Outcome.DEAD, error_class, message)
+    return _finish(claimed, Outcome.DEAD, error_class, message, shown=shown)
+
+
+def error_text(error: BaseException, error_class: str) -> str | None:
+    """The stored ``last_error`` of a handler's exception: its text, after its class name
+    unless ``error_class`` already says it (``SysFailError``, a ``HandlerFailure``'s own
+    class, a plain ``NonRetryable``), since every view shows ``error_class: last_error``."""
+    text = str(error)
+    name = type(error).__name__
+    if name == error_class or isinstance(error, HandlerFailure) or type(error) is NonRetryable:
+        return text or None
+    return f"{name}: {text}" if text else name

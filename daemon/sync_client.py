@@ -28,10 +28,19 @@ from gochatd.config_fields import DEFAULTS
 from gochatd.errors import ResourceClosed
 from gochatd.handoff_here import run_here
 from gochatd.job_controls import CLIENT_ACTOR
-from gochatd.model import BulkResult, EnqueueResult, Job, JobAction, JobAttempt, JobFilter, JobSelection
+from gochatd.model import (
+    BulkResult,
+    EnqueueResult,
+    Job,
+    JobAction,
+    JobAttempt,
+    JobFilter,
+    JobSelection,
+    enum_member,
+)
 from gochatd.new_job import NewJob
 from gochatd.store import JobStore, open_store
-from gochatd.store.presence import require_database_file
+from gochatd.store.presence import require_database_file, require_schema
 from gochatd.validation import validate_filter
 
 T = TypeVar("T")
@@ -81,7 +90,8 @@ class SyncClient(ClientCore):
             self._state = "open"
         try:
             require_database_file(self._database_url or "")  # opening would create a file
-            run_here(self._store.schema_version())
+            # No schema: NoDatabase now, in the words of Client and the command line.
+            run_here(require_schema(self._store, self._database_url or "", older_ok=True))
             streams = self._new_streams()
             if streams is not None:
                 run_here(streams.open())
@@ -198,7 +208,7 @@ class SyncClient(ClientCore):
 
     def bulk(self, action: JobAction | str, selection: JobSelection, *,
              actor: str = CLIENT_ACTOR) -> BulkResult:
-        return self._run(job_controls.bulk(self._store, JobAction(action), selection,
+        return self._run(job_controls.bulk(self._store, enum_member(JobAction, action, "action"), selection,
                                            actor=actor))
 
 

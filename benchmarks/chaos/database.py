@@ -13,6 +13,8 @@ Instrumentation (the runner's, not the daemon's):
   every accepted completion and every reap, whoever made them.
 """
 
+from __future__ import annotations
+
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +24,7 @@ import psycopg
 import trio
 from psycopg.types.json import Jsonb
 
-from benchmarks.chaos.postgres import APP_ROLE, PgCluster
+from benchmarks.chaos.postgres import APP_ROLE, ClusterLike
 from benchmarks.chaos.recorder import EXECUTIONS_TABLE
 from gochatd.client import Client
 from gochatd.store import open_store
@@ -30,10 +32,13 @@ from gochatd.store import open_store
 TERMINAL = ("completed", "dead", "cancelled")
 GHOST_OWNER = "chaos-ghost:0:lease"
 
-_INSTRUMENT = [
+_RECORD = [
     EXECUTIONS_TABLE,
     "CREATE INDEX ON chaos_executions (job_id)",
     "CREATE INDEX ON chaos_executions (pid) WHERE ended_at IS NULL",
+]
+
+_INSTRUMENT = [
     """CREATE TABLE chaos_effects (
         job_id bigint PRIMARY KEY,
         applied integer NOT NULL
@@ -141,17 +146,31 @@ class Snapshot:
     transitions: list[Transition]
     effects: dict[int, int]
 
+    def without(self, ids: set[int]) -> Snapshot:
+        """The snapshot less these jobs (a documented loss the invariants do not judge)."""
+        return Snapshot({i: j for i, j in self.jobs.items() if i not in ids},
+                        [e for e in self.executions if e.job_id not in ids],
+                        [t for t in self.transitions if t.job_id not in ids],
+                        {i: n for i, n in self.effects.items() if i not in ids})
+
 
 class ScenarioDb:
-    def __init__(self, cluster: PgCluster, name: str, redis_url: str,
-                 redis_cluster: bool = False) -> None:
+    def __init__(self, cluster: ClusterLike, name: str, redis_url: str,
+                 redis_cluster: bool = False, record_on: ClusterLike | None = None) -> None:
+        """``record_on``: the handlers record their executions in a database of that
+        cluster (``<name>_rec``) instead of the jobs database: a scenario that breaks its
+        own PostgreSQL (failover, a full disk) must not lose or block the record of what
+        ran."""
         self.cluster = cluster
         self.name = name
         self.redis_url = redis_url
         self.redis_cluster = redis_cluster
-        self.url = cluster.url(name)  # superuser: reads, recorder, ghosts
+        self.url = cluster.url(name)  # superuser: reads, ghosts
         self.app_url = cluster.url(name, APP_ROLE)  # the producer and migrations
+        self.record_on = record_on
+        self.record_url = record_on.url(f"{name}_rec") if record_on else self.url
         self._conn: psycopg.Connection[Any] | None = None
+        self._rec: psycopg.Connection[Any] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -169,19 +188,49 @@ class ScenarioDb:
                 await store.close()
 
         trio.run(migrate)
+        if self.record_on is not None:
+            with psycopg.connect(self.record_on.url("postgres"), autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{self.name}_rec" WITH (FORCE)')
+                admin.execute(f'CREATE DATABASE "{self.name}_rec"')
+        with psycopg.connect(self.record_url, autocommit=True) as conn:
+            for statement in _RECORD:
+                conn.execute(statement)
         with psycopg.connect(self.app_url, autocommit=True) as conn:
             for statement in _INSTRUMENT:
                 conn.execute(statement)
 
     def drop(self) -> None:
         self.close()
+        if self.record_on is not None:
+            with psycopg.connect(self.record_on.url("postgres"), autocommit=True) as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{self.name}_rec" WITH (FORCE)')
         with psycopg.connect(self.cluster.url("postgres"), autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
 
     def close(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+        for conn in (self._conn, self._rec):
+            if conn is not None:
+                conn.close()
+        self._conn = self._rec = None
+
+    def executions(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """A query on ``chaos_executions`` (wherever the handlers record)."""
+        if self.record_on is None:
+            return self.query(sql, params)
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                if self._rec is None or self._rec.closed:
+                    self._rec = psycopg.connect(self.record_url, autocommit=True, connect_timeout=3)
+                cur = self._rec.execute(sql, tuple(params))
+                return [tuple(r) for r in cur.fetchall()] if cur.description else []
+            except psycopg.OperationalError:
+                if self._rec is not None:
+                    self._rec.close()
+                self._rec = None
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.1)
 
     # -- queries (reconnecting: PostgreSQL may be restarting) ------------------------------
 
@@ -210,12 +259,13 @@ class ScenarioDb:
         ))
 
     def in_flight(self, pid: int) -> int:
-        return int(self.scalar(
+        return int(self.executions(
             "SELECT count(*) FROM chaos_executions WHERE pid = %s AND ended_at IS NULL", [pid]
-        ))
+        )[0][0])
 
     def started_since(self, t: float) -> int:
-        return int(self.scalar("SELECT count(*) FROM chaos_executions WHERE started_at > %s", [t]))
+        return int(self.executions(
+            "SELECT count(*) FROM chaos_executions WHERE started_at > %s", [t])[0][0])
 
     def status_counts(self) -> dict[str, int]:
         return {str(s): int(n) for s, n in self.query(
@@ -292,7 +342,7 @@ class ScenarioDb:
         executions = [
             Execution(int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]), str(r[5]),
                       float(r[6]), None if r[7] is None else float(r[7]), r[8])
-            for r in self.query(
+            for r in self.executions(
                 "SELECT id, job_id, fence, attempt, pid, worker, started_at, ended_at, outcome"
                 " FROM chaos_executions ORDER BY id"
             )

@@ -31,11 +31,25 @@ import psycopg
 import trio
 
 import gochatd
+from benchmarks.chaos.faketime import OFFSET_FILE_ENV, read_offset_s
 from benchmarks.chaos.recorder import Recorder
 from gochatd.context import JobContext
 
 _REAL_TIME: Callable[[], float] = time.time
 _REAL_TIME_NS: Callable[[], int] = time.time_ns
+
+
+def _unfaked_clock() -> Callable[[], float]:
+    """Under libfaketime (the clock-jump scenarios) ``time.time`` is the faked host clock;
+    the record keeps the real one: the real time at start-up (the fake one less the
+    offset the file sets now) moved on by the monotonic clock, which faketime leaves
+    alone."""
+    offset_file = os.environ.get(OFFSET_FILE_ENV)
+    if not offset_file:
+        return _REAL_TIME
+    wall0 = _REAL_TIME() - read_offset_s(offset_file)
+    mono0 = time.monotonic()
+    return lambda: wall0 + (time.monotonic() - mono0)
 
 
 def _apply_clock_skew() -> float:
@@ -48,6 +62,7 @@ def _apply_clock_skew() -> float:
 
 
 CLOCK_SKEW_S = _apply_clock_skew()
+_RECORD_CLOCK = _unfaked_clock()
 
 
 class ChaosFailure(Exception):
@@ -98,7 +113,7 @@ def recorder() -> Recorder:
     global _recorder
     if _recorder is None:
         url = os.environ.get("CHAOS_RECORD_URL") or os.environ["GOCHAT_DATABASE_URL"]
-        _recorder = Recorder(url, os.environ.get("CHAOS_WORKER_NAME", "?"), _REAL_TIME)
+        _recorder = Recorder(url, os.environ.get("CHAOS_WORKER_NAME", "?"), _RECORD_CLOCK)
     return _recorder
 
 

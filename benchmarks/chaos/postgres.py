@@ -13,9 +13,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Protocol
 
 import psycopg
 
@@ -37,6 +39,13 @@ shared_buffers = 64MB
 log_min_messages = warning
 log_connections = off
 """
+
+
+class ClusterLike(Protocol):
+    """What a scenario's database lives on: the run's cluster, or a scenario's own
+    (a primary and its standby; a cluster on a small disk; one under faketime)."""
+
+    def url(self, dbname: str, user: str = SUPERUSER, port: int | None = None) -> str: ...
 
 
 def find_bindir() -> Path:
@@ -63,12 +72,20 @@ def find_bindir() -> Path:
 
 
 class PgCluster:
-    def __init__(self, base: Path, port: int, bindir: Path | None = None) -> None:
-        self.base = base / "pg"
-        self.data = self.base / "data"
+    """``name`` names its directory under ``base``; ``settings`` are appended to its
+    postgresql.conf (the last setting wins); ``env`` is added to the server's environment
+    (``LD_PRELOAD`` of libfaketime: scenario db_clock_jump)."""
+
+    def __init__(self, base: Path, port: int, bindir: Path | None = None, *, name: str = "pg",
+                 settings: dict[str, str] | None = None, env: dict[str, str] | None = None,
+                 data: Path | None = None) -> None:
+        self.base = base / name
+        self.data = data or self.base / "data"
         self.logfile = self.base / "postgres.log"
         self.port = port
         self.bindir = bindir or find_bindir()
+        self.settings = settings or {}
+        self.env = env or {}
         self.running = False
         self.restarts = 0
 
@@ -80,6 +97,8 @@ class PgCluster:
         return args
 
     def _run(self, args: list[str], timeout_s: float = 60.0) -> None:
+        if self.env:  # runuser resets the environment: env(1) sets it again
+            args = ["env", *(f"{k}={v}" for k, v in self.env.items()), *args]
         proc = subprocess.run(
             self._as_owner(args), capture_output=True, text=True, timeout=timeout_s,
             stdin=subprocess.DEVNULL, start_new_session=True, check=False,
@@ -94,16 +113,67 @@ class PgCluster:
         if os.geteuid() == 0:
             shutil.chown(path, "postgres", "postgres")
 
-    def init(self) -> None:
-        self.base.mkdir(parents=True)
-        self._chown(self.base)
-        os.chmod(self.base.parent, 0o755)  # postgres must traverse the run's temp dir
+    def init(self, *initdb_args: str) -> None:
+        self._prepare_dirs()
         self._run([str(self.bindir / "initdb"), "-D", str(self.data), "-U", SUPERUSER,
-                   "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"], timeout_s=120)
+                   "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C", *initdb_args],
+                  timeout_s=120)
         conf = _CONF.format(port=self.port, sockdir=self.base, max_connections=MAX_CONNECTIONS,
                             reserved=RESERVED)
+        self.configure(conf)
+
+    def _prepare_dirs(self) -> None:
+        self.base.mkdir(parents=True, exist_ok=True)
+        self._chown(self.base)
+        os.chmod(self.base.parent, 0o755)  # postgres must traverse the run's temp dir
+        if self.data.parent != self.base and self.data.parent.exists():
+            self._chown(self.data.parent)
+
+    def configure(self, text: str = "") -> None:
+        """Append ``text`` and this cluster's own ``settings`` to its postgresql.conf."""
+        extra = "".join(f"{k} = {v}\n" for k, v in self.settings.items())
         with (self.data / "postgresql.conf").open("a", encoding="utf-8") as f:
-            f.write(conf)
+            f.write(text + extra)
+
+    def basebackup(self, primary: PgCluster, application_name: str) -> None:
+        """This cluster becomes a streaming standby of ``primary`` (``pg_basebackup``, then
+        standby.signal; primary_conninfo names ``application_name``, the name
+        ``synchronous_standby_names`` lists)."""
+        self._prepare_dirs()
+        self._run([str(self.bindir / "pg_basebackup"), "-D", str(self.data), "-h", "127.0.0.1",
+                   "-p", str(primary.port), "-U", SUPERUSER, "-X", "stream", "--no-sync"],
+                  timeout_s=120)
+        self._run(["touch", str(self.data / "standby.signal")])
+        conninfo = (f"host=127.0.0.1 port={primary.port} user={SUPERUSER} "
+                    f"application_name={application_name}")
+        self.configure(f"port = {self.port}\nunix_socket_directories = '{self.base}'\n"
+                       f"primary_conninfo = '{conninfo}'\nsynchronous_standby_names = ''\n")
+
+    def promote(self) -> None:
+        self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data), "-w", "-t", "60",
+                   "promote"])
+
+    def kill9(self) -> list[int]:
+        """SIGKILL the postmaster and every process it started (a host that died: nothing
+        is shut down, nothing flushed). The pids killed."""
+        pid = self.postmaster_pid()
+        if pid is None:
+            return []
+        pids = [pid, *_children(pid)]
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.02)
+        self.running = False
+        return pids
+
+    def postmaster_pid(self) -> int | None:
+        try:
+            return int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
 
     def start(self) -> None:
         self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.logfile),
@@ -118,7 +188,7 @@ class PgCluster:
         self.wait_accepting(30)
 
     def stop(self, mode: str = "immediate") -> None:
-        if not self.running:
+        if not self.running and self.postmaster_pid() is None:
             return
         with contextlib.suppress(Exception):
             self._run([str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
@@ -146,8 +216,29 @@ class PgCluster:
             time.sleep(0.05)
         raise RuntimeError(f"PostgreSQL did not accept connections in {timeout_s}s: {last}")
 
+    def is_in_recovery(self) -> bool:
+        with psycopg.connect(self.url("postgres"), connect_timeout=2, autocommit=True) as conn:
+            row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+            return bool(row and row[0])
+
     def log_tail(self, chars: int = 2000) -> str:
         try:
             return self.logfile.read_text(errors="replace")[-chars:]
         except OSError:
             return ""
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"

@@ -27,7 +27,7 @@ from benchmarks.chaos.redis_cluster import RedisCluster
 from benchmarks.chaos.redis_server import RedisServer, free_port
 from benchmarks.chaos.report import ScenarioResult
 from benchmarks.chaos.scenarios import SCENARIOS
-from benchmarks.chaos.scenarios.base import Context, Scenario, Services
+from benchmarks.chaos.scenarios.base import Context, OwnCluster, Scenario, Services
 from benchmarks.chaos.settings import QUEUES, Options, Timing
 
 #: Faults after which a stranded job must be reaped within ``Timing.recovery_bound_s``.
@@ -51,15 +51,17 @@ def _common_env(timing: Timing, scenario: Scenario) -> dict[str, str]:
 
 def _slot_env(
     services: Services, db: ScenarioDb, scenario: Scenario, workers: int,
-    redis_cluster: RedisCluster | None = None,
+    redis_cluster: RedisCluster | None = None, own: OwnCluster | None = None,
 ) -> dict[int, dict[str, str]]:
     extra = scenario.slot_env(workers) if scenario.slot_env else {}
     out: dict[int, dict[str, str]] = {}
     for slot in range(workers):
         out[slot] = {
-            "GOCHAT_DATABASE_URL": services.cluster.url(db.name, APP_ROLE, port=services.pg_ports[slot]),
+            "GOCHAT_DATABASE_URL": (own.url(db.name, APP_ROLE) if own is not None else
+                                    services.cluster.url(db.name, APP_ROLE,
+                                                         port=services.pg_ports[slot])),
             "GOCHAT_REDIS_URL": f"redis://127.0.0.1:{services.redis_ports[slot]}/0",
-            "CHAOS_RECORD_URL": db.url,
+            "CHAOS_RECORD_URL": db.record_url,
             **({"GOCHAT_REDIS_URL": redis_cluster.url, "GOCHAT_REDIS_CLUSTER": "true"}
                if redis_cluster is not None else {}),
             **extra.get(slot, {}),
@@ -81,13 +83,25 @@ def run_scenario(scenario: Scenario, opts: Options, services: Services) -> Scena
             redis_cluster = RedisCluster(workdir / "redis-cluster")
             stack.callback(redis_cluster.stop)
             redis_cluster.start()
+        own = None
+        if scenario.own_cluster:
+            own = scenario.own_cluster(workdir)
+            stack.callback(own.stop)
+            try:
+                own.start()
+            except Exception as exc:  # a setup that cannot run here: a failed result
+                result.error = f"{type(exc).__name__}: {exc}"[:2000]
+                result.violations = [f"scenario setup failed: {result.error}"]
+                result.duration_s = round(time.monotonic() - started, 1)
+                return result
         redis_url = redis_cluster.url if redis_cluster else services.redis.url
-        db = ScenarioDb(services.cluster, f"chaos_{scenario.name}", redis_url,
-                        redis_cluster=redis_cluster is not None)
+        db = ScenarioDb(own or services.cluster, f"chaos_{scenario.name}", redis_url,
+                        redis_cluster=redis_cluster is not None,
+                        record_on=services.cluster if own is not None else None)
         db.create()
         fleet = Fleet(workdir, opts.workers, _common_env(timing, scenario),
-                      _slot_env(services, db, scenario, opts.workers, redis_cluster))
-        ctx = Context(scenario, opts, timing, services, db, fleet, redis_cluster)
+                      _slot_env(services, db, scenario, opts.workers, redis_cluster, own))
+        ctx = Context(scenario, opts, timing, services, db, fleet, redis_cluster, own)
         _run_and_judge(ctx, result, workdir)
     result.duration_s = round(time.monotonic() - started, 1)
     return result
@@ -126,10 +140,11 @@ def _run_and_judge(ctx: Context, result: ScenarioResult, workdir: Path) -> None:
 
 def _judge(result: ScenarioResult, ctx: Context, timing: Timing) -> None:
     scenario, fleet = ctx.scenario, ctx.fleet
-    snap = ctx.db.snapshot()
+    snap = ctx.db.snapshot().without(ctx.excluded)
     expect = Expectations(
-        enqueued=set(ctx.jobs), expected_dead=set(ctx.expected_dead), ghosts=set(ctx.ghosts),
-        with_effect=set(ctx.with_effect), concurrency=timing.concurrency,
+        enqueued=set(ctx.jobs) - ctx.excluded, expected_dead=set(ctx.expected_dead),
+        ghosts=set(ctx.ghosts), with_effect=set(ctx.with_effect) - ctx.excluded,
+        concurrency=timing.concurrency,
         claim_loss_possible=scenario.claim_loss_possible, overlap_allowed=scenario.overlap_allowed,
     )
     findings = Checker(snap, expect, fleet.deaths).run()

@@ -30,8 +30,10 @@ from redis.exceptions import (
     AskError,
     ClusterError,
     NoScriptError,
+    OutOfMemoryError,
     RedisClusterException,
     RedisError,
+    ResponseError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -43,8 +45,10 @@ from gochatd.errors import ConfigError, DispatchUnavailable
 #: gochatd runs have the same signatures on both).
 RedisClient = Any
 
+#: OutOfMemoryError: ``maxmemory`` reached with ``noeviction``: writes (XADD) are refused
+#: until memory is freed; the database dispatches meanwhile.
 TRANSIENT = (RedisConnectionError, RedisTimeoutError, OSError, RedisClusterException,
-             ClusterError)
+             ClusterError, OutOfMemoryError)
 #: Replies of a cluster that cannot serve a slot now (a master down, a failover under way).
 _CLUSTER_UNAVAILABLE = ("CLUSTERDOWN", "MASTERDOWN", "TRYAGAIN", "LOADING", "BUSY")
 
@@ -136,6 +140,16 @@ def ping(client: RedisClient) -> None:
         client.ping()
 
 
+def cluster_enabled(client: RedisClient) -> bool:
+    """Whether the server is a Redis Cluster node (``INFO cluster``); False when it does not
+    say (a proxy that refuses INFO)."""
+    try:
+        info: dict[str, Any] = client.info("cluster")
+    except ResponseError:
+        return False
+    return bool(info.get("cluster_enabled"))
+
+
 class LuaScript:
     """A script run by SHA (EVALSHA), loaded on NOSCRIPT: on a restarted server, or in a
     cluster on every master (a master that restarted empty has lost it)."""
@@ -155,9 +169,9 @@ class LuaScript:
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """redis-py's errors as gochatd's: an outage, a loading or busy server, a cluster slot
-    that no master serves now and a key of the wrong type are ``DispatchUnavailable`` (the
-    database dispatches instead)."""
+    """redis-py's errors as gochatd's: an outage, a loading or busy server, a server at
+    ``maxmemory`` that refuses writes, a cluster slot that no master serves now and a key of
+    the wrong type are ``DispatchUnavailable`` (the database dispatches instead)."""
     try:
         yield
     except TRANSIENT as exc:
@@ -169,6 +183,9 @@ def translated() -> Iterator[None]:
                               "0-15)") from None
         if any(word in str(exc) for word in _CLUSTER_UNAVAILABLE):
             raise DispatchUnavailable(f"redis unavailable: {type(exc).__name__}") from None
+        if isinstance(exc, AskError):  # MOVED/ASK outside the cluster client: a cluster node
+            raise DispatchUnavailable("redis unavailable: MOVED (a slot moved twice, or a "
+                                      "cluster node while redis_cluster is false)") from None
         if "WRONGTYPE" in str(exc):
             # A stream key holds something else: Redis cannot dispatch, the database can.
             raise DispatchUnavailable(f"redis unusable: {str(exc)[:120]}") from None

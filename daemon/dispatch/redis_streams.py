@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from gochatd.config import Settings
 from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
@@ -28,6 +28,7 @@ from gochatd.dispatch.redis_client import (
     break_socket,
     check_cluster_url,
     close_client,
+    cluster_enabled,
     connect,
     on_slot,
     ping,
@@ -36,9 +37,10 @@ from gochatd.dispatch.redis_client import (
     translated,
 )
 from gochatd.dispatch.scripts import FILL_SCRIPT, PUBLISH_SCRIPT
-from gochatd.errors import DispatchUnavailable, ResourceClosed
+from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
 from gochatd.handoff import Handoff
 from gochatd.model import DispatchRef
+from gochatd.redact import mask_url
 
 #: In a cluster a blocking XREADGROUP can wait on one slot's streams only: with queues in
 #: several slots it waits at most this long, so the others are read again soon.
@@ -73,6 +75,9 @@ class RedisStreams:
         self._open = False
         self._fill = LuaScript(FILL_SCRIPT)
         self._publish = LuaScript(PUBLISH_SCRIPT)
+        #: An XADD was refused for memory (``maxmemory``, ``noeviction``): reads still work,
+        #: so the intake polls the database instead until ``check_writable`` passes.
+        self.writes_refused = False
 
     @classmethod
     def from_settings(cls, settings: Settings, *, consumer: str) -> RedisStreams:
@@ -148,12 +153,26 @@ class RedisStreams:
         """PING Redis; in a cluster every master (one down: the daemon polls)."""
         await self._call(ping)
 
+    async def check_writable(self) -> None:
+        """Raises ``DispatchUnavailable`` while Redis refuses writes: an XADD with NOMKSTREAM
+        to a stream that does not exist writes nothing, but a server out of memory refuses
+        it before looking. Clears ``writes_refused`` when it passes."""
+        probe = f"{self.prefix}:write-probe"
+        await self._call(lambda r: r.xadd(probe, {"probe": "1"}, nomkstream=True))
+        self.writes_refused = False
+
     async def check_url(self) -> None:
-        """Refuse a URL the server never accepts (a database index it does not have:
-        ``ConfigError``). An outage says nothing about the URL: the database dispatches
-        meanwhile, so it passes."""
+        """Refuse a URL the server never accepts (a database index it does not have) and a
+        Redis Cluster node without ``redis_cluster`` (its MOVED replies would fail every
+        XADD): ``ConfigError``. An outage says nothing about the URL: the database
+        dispatches meanwhile, so it passes."""
         with contextlib.suppress(DispatchUnavailable):
             await self.ping()
+            if not self.cluster and await self._call(cluster_enabled):
+                raise ConfigError(
+                    f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
+                    "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True for "
+                    "gochatd.Client and SyncClient)")
 
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
@@ -200,6 +219,9 @@ class RedisStreams:
             args = [self.maxlen, json.dumps(entries, ensure_ascii=False)]
             try:  # like the script's own entries: one slot failing does not stop the others
                 on_slot(r, next(iter(keys)), partial(self._publish, keys=list(keys), args=args))
+            except OutOfMemoryError as exc:
+                self.writes_refused = True
+                first_error = first_error or exc
             except Exception as exc:  # re-raised below, after every slot
                 first_error = first_error or exc
         if first_error is not None:

@@ -158,12 +158,7 @@ class Finisher:
 
     async def _applied_before(self, finishes: list[Finish], applied: set[int]) -> set[int]:
         """After a failed round trip the first attempt may have committed: those rows now
-        show our fence and target status."""
-        found: set[int] = set()
-        for finish in finishes:
-            if finish.job_id in applied:
-                continue
-            job = await self._store.get_job(finish.job_id)
-            if job is not None and job.fence == finish.fence and job.status == finish.status:
-                found.add(finish.job_id)
-        return found
+        show our fence and target status (one query for the batch)."""
+        unsure = [f for f in finishes if f.job_id not in applied]
+        states = await self._store.get_job_states([f.job_id for f in unsure])
+        return {f.job_id for f in unsure if states.get(f.job_id) == (f.fence, f.status)}

@@ -8,7 +8,8 @@ waits for a daemon with its handler: docs/job-types.md). Every claim takes only 
 daemon's job types (``store.runnable``).
 Polling mode claims due jobs straight from the database (``FOR UPDATE SKIP LOCKED`` /
 ``BEGIN IMMEDIATE``), woken by local enqueues, database notifications and the next due time.
-While Redis is configured but down the worker polls, probing Redis once a second, and
+While Redis is configured but down, or refusing writes (``maxmemory`` with ``noeviction``:
+reads work but no XADD arrives), the worker polls, probing Redis once a second, and
 returns to streams without a restart. Claimed jobs start in the pool (``start_jobs``).
 """
 
@@ -102,6 +103,8 @@ class Intake:
         # next time instead of first filling by weight (one round trip per read, not two).
         fill_first = True
         while not self._lifecycle.stopping:
+            if streams.writes_refused:  # nothing new reaches the streams: poll instead
+                raise DispatchUnavailable("redis refuses writes (maxmemory)")
             free = self._pool.free_slots()
             if free <= 0:
                 await self._wakeups.slot_freed.wait(1.0)
@@ -245,6 +248,8 @@ class Intake:
         with trio.move_on_after(PROBE_TIMEOUT_S):
             try:
                 await self._streams.ping()
+                if self._streams.writes_refused:
+                    await self._streams.check_writable()
                 return True
             except DispatchUnavailable:
                 pass

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 
 import httpx
 import trio
@@ -30,11 +28,11 @@ from gochatd.outbox.providers import (
     full_jitter_s,
     register_provider,
 )
+from gochatd.retry import parse_retry_after
 from gochatd.signing import SIGNATURE_HEADER, sign
 
 RETRYABLE_STATUSES = frozenset({408, 429})
 #: Longest Retry-After honoured; a larger one is capped rather than parking the row for days.
-MAX_RETRY_AFTER_S = 3600.0
 #: Only this much of an answer is read (to find a message id).
 MAX_ANSWER_BYTES = 64 * 1024
 MAX_MESSAGE_ID_CHARS = 200
@@ -50,23 +48,6 @@ def read_secret(channel: ChannelConfig) -> bytes | None:
             f"{channel.secret_env} is not set"
         )
     return value.encode("utf-8")
-
-
-def parse_retry_after(value: str | None, now: datetime | None = None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), capped."""
-    if not value:
-        return None
-    text = value.strip()
-    if text.isascii() and text.isdigit():
-        return min(float(text), MAX_RETRY_AFTER_S)
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    delta = (when - (now or datetime.now(UTC))).total_seconds()
-    return min(max(0.0, delta), MAX_RETRY_AFTER_S)
 
 
 def _message_id(response: httpx.Response, raw: bytes) -> str | None:

@@ -144,6 +144,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...
+    async def get_job_states(self, job_ids: Sequence[int]) -> dict[int, tuple[int, JobStatus]]:
+        """``{id: (fence, status)}`` of those of ``job_ids`` that exist, in one query (the
+        finisher's check after a retried write)."""
+        ...
+
     async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
         """The job's recorded runs, newest first (at most ``ATTEMPTS_KEPT_PER_JOB``,
         store/attempts.py); empty for a job never run, or unknown."""

@@ -50,15 +50,17 @@ def require_database_file(database_url: str) -> None:
         raise NoDatabase(f"no gochatd database at {path}; {remedy(database_url)}")
 
 
-async def require_schema(store: JobStore, database_url: str, fix: str | None = None) -> None:
+async def require_schema(store: JobStore, database_url: str, fix: str | None = None, *,
+                         older_ok: bool = False) -> None:
     """After opening: the schema must be there and current (nothing here applies it).
-    ``fix`` says how to get it (default: ``remedy``)."""
+    ``fix`` says how to get it (default: ``remedy``). ``older_ok``: any version will do (the
+    clients, which a release may deploy before its ``db upgrade``)."""
     fix = fix or remedy(database_url)
     current = await store.schema_version()
     if current == 0:
         what = "database at" if store.dialect == "sqlite" else "schema in"
         raise NoDatabase(f"no gochatd {what} {where(database_url)}; {fix}")
     latest = latest_version(store.dialect)
-    if current < latest:
+    if current < latest and not older_ok:
         raise NoDatabase(f"the database schema at {where(database_url)} is at version "
                          f"{current}, gochatd needs {latest}; {fix}")

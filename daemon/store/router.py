@@ -221,6 +221,12 @@ class RoutedStore(RoutedFleet, RoutedControls):
                 return job
         return None
 
+    async def get_job_states(self, job_ids: Sequence[int]) -> dict[int, tuple[int, JobStatus]]:
+        found: dict[int, tuple[int, JobStatus]] = {}
+        for states in await self._each(lambda s: s.get_job_states(job_ids)):
+            found.update(states)
+        return found
+
     async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
         """From the database that holds the job now (attempts do not move with a tenant)."""
         for store in self._active():

@@ -260,6 +260,12 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
         rows = await self._read("get_job", {"id": job_id})
         return self._job(rows[0]) if rows else None
 
+    async def get_job_states(self, job_ids: Sequence[int]) -> dict[int, tuple[int, JobStatus]]:
+        if not job_ids:
+            return {}
+        rows = await self._read("get_job_states", {"ids": self._list(list(job_ids))})
+        return {int(r[0]): (int(r[1]), JobStatus(r[2])) for r in rows}
+
     async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
         rows = await self._read("list_job_attempts",
                                 {"id": job_id, "limit": ATTEMPTS_KEPT_PER_JOB})

@@ -272,6 +272,13 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
        traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
       ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
+-- name: get_job_states
+-- The finisher, after a write it retried: each job's fence and status for the ids of one
+-- batch (did the first attempt commit?), one query for the batch.
+SELECT id, fence, status FROM background_jobs WHERE id = ANY(%(ids)s::bigint[])
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+      ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
+
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
 -- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py

@@ -259,6 +259,12 @@ SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
        traceparent, cancel_requested FROM background_jobs WHERE id = :id;
 
+-- name: get_job_states
+-- The finisher, after a write it retried: each job's fence and status for the ids of one
+-- batch (did the first attempt commit?), one query for the batch.
+SELECT id, fence, status FROM background_jobs
+WHERE id IN (SELECT value FROM json_each(:ids));
+
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
 -- (docs/operations.md, "Listing jobs") escaped and wrapped as a LIKE pattern (store/sql_store.py

@@ -13,7 +13,7 @@ import trio
 import gochatd
 from gochatd.admin.app import create_app
 from gochatd.context import JobContext
-from gochatd.errors import NonRetryable
+from gochatd.errors import NonRetryable, StoreUnavailable
 from gochatd.model import Finish, Outcome
 from gochatd.registry import Handler, HandlerSpec
 from tests.admin.helpers import (
@@ -122,6 +122,22 @@ async def test_local_pause_drain_and_resume(stack: Stack) -> None:
         assert (await admin.get("/readyz"))["status"] == "ready"
         late = await admin.worker.client.enqueue("sys:noop", {})
         await admin.wait_job(late.id, "completed")
+
+
+async def test_readyz_says_why_while_the_store_refuses_writes(stack: Stack) -> None:
+    # A full disk: reads (the probe's own) still work, the loops' writes fail. Their
+    # failure is what the daemon records; /readyz reports the last one, then recovers.
+    async with admin_worker(stack) as admin:
+        assert (await admin.get("/readyz"))["status"] == "ready"
+        admin.worker.counters.transient_error(
+            "finish", StoreUnavailable("postgres unavailable: DiskFull"))
+        failing = await admin.http.get("/readyz")
+        assert failing.status_code == 503
+        assert failing.json() == {
+            "status": "not_ready", "store": "failing", "dispatch": stack.mode,
+            "draining": False, "store_error": "finish: postgres unavailable: DiskFull",
+        }
+        assert await admin.get("/healthz") == {"status": "ok"}
 
 
 async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:

@@ -286,3 +286,33 @@ def test_jobs_show_lists_every_attempt(tmp_path: Path, daemons: DaemonFactory) -
     newest, oldest = lines[header + 1].split(), lines[header + 2].split()
     assert newest[:2] == ["2", "completed"] and worker_id in newest
     assert oldest[:2] == ["1", "dead"] and "non_retryable:" in oldest
+
+
+def test_a_failed_jobs_error_reads_once_and_shows_sys_fails_message(
+    tmp_path: Path, daemons: DaemonFactory,
+) -> None:
+    """``jobs show`` of a dead ``sys:fail`` job: ``error_class: error`` names the class once
+    (was ``SysFailError: SysFailError: [payload]``) and shows the message the job asked for;
+    the payload's other strings stay masked."""
+    env = {"GOCHAT_DATABASE_URL": _db_url(tmp_path)}
+    daemon = daemons.start("sysfail", env=env, cwd=tmp_path, mode="polling")
+    payload = {"message": "upstream said no to acme-corp", "customer": "acme-corp"}
+    created = run_cli(["enqueue", "sys:fail", "--payload", json.dumps(payload),
+                       "--max-attempts", "1"], env, cwd=tmp_path)
+    assert created.returncode == 0, created.stderr
+    job_id = json.loads(created.stdout)["id"]
+
+    def dead() -> dict[str, object] | None:
+        result = run_cli(["jobs", "show", str(job_id), "--json"], env, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        job: dict[str, object] = json.loads(result.stdout)
+        return job if job["status"] == "dead" else None
+
+    job = poll_until(dead, timeout_s=30, what="sys:fail job dead")
+    assert (job["error_class"], job["last_error"]) == (
+        "SysFailError", "upstream said no to [payload]")
+    text = run_cli(["jobs", "show", str(job_id)], env, cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "SysFailError: upstream said no to [payload]" in text.stdout
+    assert "SysFailError: SysFailError" not in text.stdout
+    assert daemon.stop() == 0

@@ -25,6 +25,19 @@ def readme_block(section: str, language: str = "python") -> str:
     return match.group(1)
 
 
+def recipe_payload(job_type: str) -> dict[str, int]:
+    """The payload the framework recipes (docs/recipes/) enqueue for ``job_type``: the same
+    keys in every recipe, each given an int, as the views' URL parameters are."""
+    found = set()
+    for recipe in sorted((REPO_ROOT / "docs" / "recipes").glob("*.py")):
+        calls = re.findall(rf'enqueue\(\s*"{re.escape(job_type)}",\s*\{{([^}}]*)\}}',
+                           recipe.read_text(encoding="utf-8"))
+        assert calls, f"{recipe.name} enqueues no {job_type}"
+        found |= {tuple(sorted(re.findall(r'"(\w+)":', call))) for call in calls}
+    [keys] = found
+    return {key: n for n, key in enumerate(keys, start=1)}
+
+
 def _write_readme_handler(project: Path) -> str:
     code = readme_block("## Writing a handler")
     first = code.splitlines()[0]
@@ -54,8 +67,8 @@ def test_the_handler_module_runs_from_the_project_directory(
         assert result.returncode == 0, result.stderr
         return int(json.loads(result.stdout)["id"])
 
-    ok = enqueue({"message_id": 1, "conversation_id": 7})
-    refused = enqueue({"message_id": 2})
+    ok = enqueue(recipe_payload(job_type))  # what every framework recipe sends
+    refused = enqueue({"conversation_id": 7})
 
     def statuses() -> dict[int, tuple[str, str | None]] | None:
         result = run_cli(["jobs", "list", "--json"], env, cwd=tmp_path)
@@ -115,3 +128,18 @@ def test_a_second_daemon_on_the_same_admin_port_says_so_in_one_line(
     ], second.stderr
     assert "Traceback" not in second.stdout + second.stderr
     assert first.alive()
+
+
+def test_the_sync_client_snippet_runs_as_a_script(tmp_path: Path) -> None:
+    """README, "From threads": the block saved as a script runs as written (it imports what
+    it uses) against the Quickstart's database, made with ``gochatd db upgrade``."""
+    blocks = re.findall(r"```python\n(.*?)```", README[README.index("\n## Python client\n"):],
+                        re.S)
+    [code] = [b for b in blocks if "gochatd.SyncClient(" in b and "async" not in b]
+    upgraded = run_cli(["db", "upgrade", "--database-url", "sqlite:///gochatd.db"], cwd=tmp_path)
+    assert upgraded.returncode == 0, upgraded.stderr
+    (tmp_path / "snippet.py").write_text(code, encoding="utf-8")
+    result = subprocess.run([sys.executable, "snippet.py"], cwd=tmp_path, capture_output=True,
+                            text=True, check=False, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "queued"

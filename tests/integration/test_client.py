@@ -3,11 +3,14 @@ that refuses a whole batch, idempotency conflicts, XADD failures, get_job and ca
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 import trio
@@ -25,6 +28,7 @@ from gochatd.errors import (
 )
 from gochatd.model import DispatchRef, JobFilter, JobStatus
 from gochatd.registry import HandlerSpec
+from gochatd.store import open_store
 from gochatd.store.presence import NoDatabase
 from tests.integration.helpers import (
     Tracker,
@@ -234,3 +238,48 @@ async def test_a_client_on_a_missing_sqlite_file_is_refused_and_creates_nothing(
     with pytest.raises(NoDatabase, match="no gochatd database at"):
         await trio.to_thread.run_sync(lambda: gochatd.SyncClient(f"sqlite:///{missing}").open())
     assert not missing.exists()
+
+
+@pytest.fixture
+def schemaless_url(backend_url: str, tmp_path: Path) -> Iterator[str]:
+    """A database of the backend's dialect that exists but holds no gochatd schema."""
+    if not is_postgres(backend_url):
+        path = tmp_path / "empty.db"
+        sqlite3.connect(path).close()
+        assert path.is_file()
+        yield f"sqlite:///{path}"
+        return
+    name = f"gochatd_noschema_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(backend_url, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{backend_url.rpartition('/')[0]}/{name}"
+    finally:
+        with psycopg.connect(backend_url, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+async def test_both_clients_on_a_database_without_the_schema_say_db_upgrade(
+    schemaless_url: str,
+) -> None:
+    """Client and SyncClient, SQLite and PostgreSQL: the same error class and words when they
+    open (not a driver's UndefinedTable at the first enqueue), and nothing is created."""
+    fix = "run 'gochatd db upgrade'"
+    with pytest.raises(NoDatabase, match=f"^no gochatd (database at|schema in) .*; {fix}") as one:
+        async with gochatd.Client(schemaless_url) as client:
+            await client.enqueue("t:never", {})
+
+    def sync_open() -> None:
+        with gochatd.SyncClient(schemaless_url) as client:
+            client.enqueue("t:never", {})
+
+    with pytest.raises(NoDatabase, match=f"^no gochatd (database at|schema in) .*; {fix}") as two:
+        await trio.to_thread.run_sync(sync_open)
+    assert str(one.value) == str(two.value)
+    assert "password" not in str(one.value)
+    store = open_store(schemaless_url)
+    await store.open()
+    try:
+        assert await store.schema_version() == 0  # still nothing there
+    finally:
+        await store.close()

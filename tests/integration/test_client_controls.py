@@ -43,7 +43,7 @@ async def test_client_controls(backend_url: str) -> None:
         assert result.to_dict() == {"action": "delete", "matched": 2, "changed": 2}
         with pytest.raises(InvalidJob, match="needs ids or at least one filter"):
             await client.bulk("delete", gochatd.JobSelection())
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidJob, match=r"^action: expected one of retry, cancel, delete"):
             await client.bulk("explode", gochatd.JobSelection(queue="parked"))
 
 
@@ -71,3 +71,30 @@ async def test_sync_client_controls(backend_url: str) -> None:
     got = await trio.to_thread.run_sync(operations)
     assert got == {"due": True, "dead": "discarded", "refused": True, "bulk": 1, "deleted": True,
                    "gone": True}
+
+
+async def test_enum_fields_take_their_strings_on_both_clients(backend_url: str) -> None:
+    """``JobFilter(status="dead")`` and ``JobSelection(status="dead")`` mean the member; a
+    string that names none is refused naming the field (not an AttributeError later)."""
+    if not is_postgres(backend_url):
+        await migrate(backend_url)
+    async with gochatd.Client(backend_url) as client:
+        job = await client.enqueue("ctl:e", {}, queue="parked", delay_s=3600.0)
+        await client.bulk("discard", gochatd.JobSelection(status="queued", job_type="ctl:e"))
+        dead = await client.list_jobs(gochatd.JobFilter(status="dead", job_type="ctl:e"))
+        assert [(j.id, j.status) for j in dead] == [(job.id, JobStatus.DEAD)]
+        result = await client.bulk("retry", gochatd.JobSelection(status="dead", job_type="ctl:e"))
+        assert (result.matched, result.changed) == (1, 1)
+        assert await client.list_jobs(gochatd.JobFilter(status=JobStatus.DEAD)) == []
+    for make in (gochatd.JobFilter, gochatd.JobSelection):
+        with pytest.raises(InvalidJob, match=r"^status: expected one of queued, running, "):
+            make(status="deadd")
+        with pytest.raises(InvalidJob, match=r"^status: expected one of"):
+            make(status=3)
+
+    def sync_listing() -> list[int]:
+        with gochatd.SyncClient(backend_url) as client:
+            client.bulk("cancel", gochatd.JobSelection(status="queued", job_type="ctl:e"))
+            return [j.id for j in client.list_jobs(gochatd.JobFilter(status="cancelled"))]
+
+    assert await trio.to_thread.run_sync(sync_listing) == [job.id]

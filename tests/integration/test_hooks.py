@@ -113,7 +113,7 @@ async def test_a_failing_after_hook_fails_a_completed_job_but_not_over_a_handler
     assert done.error is not None and "after_job hook" in done.error and "grumpy" in done.error
     failed = await gochatd.testing.run_job("t:boom", registry=registry)
     assert (failed.status, failed.error_class, failed.error) == (
-        Outcome.RETRY, "KeyError", "KeyError: 'handler'")
+        Outcome.RETRY, "KeyError", "'handler'")
 
 
 async def test_a_middleware_error_is_named_and_one_that_skips_the_handler_completes() -> None:

@@ -64,3 +64,33 @@ async def test_worker_survives_a_redis_restart(
     assert sorted(tracker.executions) == sorted(every)
     assert set(tracker.executions.values()) == {1}
     assert counters.get("redis_errors", 0) >= 1
+
+
+async def test_redis_at_maxmemory_the_worker_polls_and_loses_nothing(
+    backend_url: str, own_redis: RedisServer
+) -> None:
+    # maxmemory with noeviction: reads (XREADGROUP, PING) still work, every XADD is refused
+    # with OOM. The enqueue still commits (the sweep would re-dispatch), the worker stops
+    # trusting its stream reads and polls, and returns to streams once memory is free.
+    tracker = Tracker()
+    registry = make_registry(HandlerSpec("test:count", tracker.counting(seconds=0.01)))
+    settings = make_settings(backend_url, own_redis.url, worker_concurrency=4)
+    async with started_worker(settings, registry=registry) as run:
+        worker, client, store = run.worker, run.worker.client, run.worker.store
+        assert worker.mode.value == "streams"
+        own_redis.command("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        own_redis.command("CONFIG", "SET", "maxmemory", "1")  # over it: writes refused
+        full = [(await client.enqueue("test:count", {"n": i})).id for i in range(10)]
+        await wait_for(lambda: worker.mode.value == "polling", timeout_s=15, what="polling mode")
+        await wait_all_status(store, full, JobStatus.COMPLETED, timeout_s=20)
+        refused = own_redis.command("INFO", "errorstats")
+
+        own_redis.command("CONFIG", "SET", "maxmemory", "0")
+        await wait_for(lambda: worker.mode.value == "streams", timeout_s=15,
+                       what="back to streams mode")
+        after = [(await client.enqueue("test:count", {"n": i})).id for i in range(10, 20)]
+        await wait_all_status(store, after, JobStatus.COMPLETED)
+
+    assert b"errorstat_OOM" in refused
+    assert sorted(tracker.executions) == sorted(full + after)
+    assert set(tracker.executions.values()) == {1}

@@ -45,7 +45,8 @@ async def test_retryable_failure_is_retried_then_dead(
     settings = make_settings(backend_url, redis_url if with_redis else "")
     async with started_worker(settings, registry=make_registry(counted_sys_fail(tracker))) as run:
         job = await run.worker.client.enqueue(
-            "sys:fail", {"retryable": True, "message": "card 4111-1111 was declined"},
+            "sys:fail", {"retryable": True, "customer": "acme-corp",
+                         "message": "card of acme-corp declined: token=tok_4111 (see postgres://u:pw@db/x)"},
             max_attempts=3,
         )
         dead = await wait_for_status(run.worker.store, job.id, JobStatus.DEAD)
@@ -54,8 +55,9 @@ async def test_retryable_failure_is_retried_then_dead(
     assert dead.attempts == 3
     assert dead.fence == 3
     assert dead.error_class == "SysFailError"
-    # The message came from the payload, so it is redacted out of the stored error.
-    assert dead.last_error == "SysFailError: [payload]"
+    # sys:fail's own message is the error (the class is error_class, not repeated); the
+    # payload's other strings and anything secret-looking in it are still masked.
+    assert dead.last_error == "card of [payload] declined: token=*** (see postgres://u:***@db/x)"
     assert dead.failed_at is not None
     assert dead.completed_at is None
     assert dead.lease_expires_at is None
@@ -76,7 +78,7 @@ async def test_non_retryable_failure_is_dead_after_one_attempt(
     assert tracker.executions[job.id] == 1
     assert dead.attempts == 1
     assert dead.error_class == "non_retryable"
-    assert dead.last_error == "NonRetryable: [payload]"
+    assert dead.last_error == "malformed input"
     assert dead.failed_at is not None
 
 
@@ -119,7 +121,7 @@ async def test_retry_backoff_is_persisted_and_respected(
         assert retrying.status is JobStatus.RETRYING
         assert retrying.attempts == 1
         assert retrying.error_class == "RuntimeError"
-        assert retrying.last_error == "RuntimeError: upstream said 503"
+        assert retrying.last_error == "upstream said 503"  # the class is error_class
         assert retrying.lease_expires_at is None
         delay = seconds(retrying.scheduled_at, retrying.updated_at)
         assert 0.0 < delay <= min(cap_s, base_s) + 1e-3, delay

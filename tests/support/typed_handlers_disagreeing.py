@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import gochatd
 from gochatd.context import JobContext
-from tests.support.typed_handlers import TYPED
+
+#: typed_handlers.TYPED, written out: importing that module would register its own handler
+#: for the type in this daemon too, and a second function for one type is refused.
+TYPED = "e2e:typed"
 
 
 @gochatd.job(TYPED, queue="other", max_attempts=3)

@@ -1,9 +1,8 @@
-"""Pure parts of the outbox: signatures, Retry-After, reply validation, channel config."""
+"""Pure parts of the outbox: signatures, reply validation, channel config (Retry-After:
+test_retry_after.py)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-from email.utils import format_datetime
 from typing import Any
 
 import pytest
@@ -11,7 +10,6 @@ import pytest
 from gochatd.errors import InvalidReply, NonRetryable
 from gochatd.outbox.channels import parse_channels
 from gochatd.outbox.reply import MAX_BODY_BYTES, make_reply
-from gochatd.outbox.webhook import MAX_RETRY_AFTER_S, parse_retry_after
 from gochatd.signing import sign, signature, verify
 
 SECRET = b"k3y"
@@ -44,17 +42,6 @@ def test_signature_rejects_tampering_and_replays(change: str) -> None:
         assert not verify(SECRET, body, "t=abc,v1=zz", now=now)
     else:
         assert not verify(SECRET, body, "", now=now)
-
-
-def test_retry_after_seconds_dates_and_garbage() -> None:
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    assert parse_retry_after("7") == 7.0
-    assert parse_retry_after(" 0 ") == 0.0
-    assert parse_retry_after("99999999") == MAX_RETRY_AFTER_S
-    assert parse_retry_after(format_datetime(now + timedelta(seconds=30), usegmt=True), now) == 30.0
-    assert parse_retry_after(format_datetime(now - timedelta(seconds=30), usegmt=True), now) == 0.0
-    for bad in (None, "", "soon", "-5", "1.5"):
-        assert parse_retry_after(bad, now) is None
 
 
 def test_reply_is_validated_and_copied() -> None:

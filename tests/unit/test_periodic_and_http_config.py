@@ -1,5 +1,5 @@
 """Pure parts of periodic jobs (``every``, declarations, the slot plan) and of HTTP handlers
-(config validation, route matching, Retry-After), plus their config keys."""
+(config validation, route matching), plus their config keys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from gochatd.config import load_settings
 from gochatd.errors import ConfigError
-from gochatd.http_handlers import HttpHandlers, HttpRoute, match_route, parse_retry_after
+from gochatd.http_handlers import HttpHandlers, HttpRoute, match_route
 from gochatd.periodic_jobs.specs import (
     GRACE_S,
     EverySchedule,
@@ -230,11 +230,3 @@ def test_a_missing_secret_is_a_config_error() -> None:
     handlers = HttpHandlers(config, environ={"HOOK_SECRET": "s3cret"})
     assert handlers.routes["a:*"].secret == b"s3cret"
     assert "s3cret" not in repr(handlers.routes["a:*"])
-
-
-def test_retry_after() -> None:
-    assert parse_retry_after(None) is None
-    assert parse_retry_after("7") == 7.0
-    assert parse_retry_after("soon") is None
-    assert parse_retry_after("Tue, 01 Dec 2026 14:00:30 GMT", now=t("2026-12-01 14:00").timestamp()) == 30.0
-    assert parse_retry_after("Tue, 01 Dec 2026 13:00:00 GMT", now=t("2026-12-01 14:00").timestamp()) == 0.0

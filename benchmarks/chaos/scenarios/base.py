@@ -11,12 +11,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from benchmarks.chaos.database import JobSpec, ScenarioDb
 from benchmarks.chaos.fleet import Fleet
 from benchmarks.chaos.invariants import Fault
-from benchmarks.chaos.postgres import PgCluster
+from benchmarks.chaos.postgres import SUPERUSER, PgCluster
 from benchmarks.chaos.proxy import FaultProxy
 from benchmarks.chaos.redis_cluster import RedisCluster
 from benchmarks.chaos.redis_server import RedisServer
@@ -41,6 +41,18 @@ class Services:
     redis_ports: list[int]
 
 
+class OwnCluster(Protocol):
+    """A scenario's own PostgreSQL (a primary and a standby, a cluster on a small disk, one
+    under faketime): started before its database is created, stopped after it is dropped.
+    The daemons reach it directly (not through the fault proxy)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def url(self, dbname: str, user: str = SUPERUSER, port: int | None = None) -> str: ...
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
@@ -60,6 +72,8 @@ class Scenario:
     #: The fleet and the producer use a 3-master Redis Cluster of the scenario's own
     #: (``ctx.redis_cluster``; reached directly, not through the fault proxy).
     redis_cluster: bool = False
+    #: The scenario's database lives on a PostgreSQL of its own (``ctx.cluster``).
+    own_cluster: Callable[[Path], OwnCluster] | None = None
 
 
 class Context:
@@ -72,8 +86,11 @@ class Context:
         db: ScenarioDb,
         fleet: Fleet,
         redis_cluster: RedisCluster | None = None,
+        cluster: OwnCluster | None = None,
     ) -> None:
         self.scenario = scenario
+        #: The scenario's own PostgreSQL, when it has one (``Scenario.own_cluster``).
+        self.cluster = cluster
         self.redis_cluster = redis_cluster
         self.opts = opts
         self.timing = timing
@@ -85,6 +102,9 @@ class Context:
         self.expected_dead: set[int] = set()
         self.ghosts: set[int] = set()
         self.with_effect: set[int] = set()
+        #: Jobs a documented loss took (an asynchronous standby's failover rolled them back):
+        #: counted by the scenario, left out of the invariants.
+        self.excluded: set[int] = set()
         self.faults: list[Fault] = []
         self.violations: list[str] = []
         self.notes: dict[str, Any] = {}

@@ -1,0 +1,104 @@
+"""The hand-off's interrupt on a real PostgreSQL connection: a cancel request that reaches
+the server late (it travels on a connection of its own) must never stop the next caller's
+statement on the connection the cancelled unit used."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import trio
+
+from gochatd.handoff import Handoff, _Unit
+from tests.support.wait import wait_until
+
+Conn = psycopg.Connection[Any]
+
+
+async def _set(event: threading.Event, what: str) -> None:
+    async def probe() -> bool:
+        return event.is_set()
+
+    await wait_until(probe, timeout_s=30, what=what)
+
+
+async def test_a_late_interrupt_never_cancels_the_next_callers_query(pg_url: str) -> None:
+    interrupting = threading.Event()
+    next_running = threading.Event()
+    cancel_sent = threading.Event()
+    release_first = threading.Event()
+    first_started = threading.Event()
+    aimed_at: list[Conn] = []
+    ran_on: list[Conn] = []
+
+    def late_cancel(conn: Conn) -> None:
+        """PostgreSQL's cancel request, as if the network delayed it until the thread had
+        moved on to the next caller's unit (on the old code: on the same connection)."""
+        aimed_at.append(conn)
+        interrupting.set()
+        next_running.wait(30)
+        try:
+            conn.cancel_safe(timeout=10)
+        finally:
+            cancel_sent.set()
+
+    pool: Handoff[Conn] = Handoff(
+        "test-pg", lambda: psycopg.connect(pg_url, autocommit=True), lambda c: c.close(),
+        size=1, interrupt=late_cancel, abandon_s=30.0,
+    )
+
+    def first(conn: Conn) -> int:
+        first_started.set()
+        release_first.wait(30)  # finishes on its own: the interrupt came too late for it
+        return 1
+
+    def second(conn: Conn) -> str:
+        ran_on.append(conn)
+        next_running.set()
+        # Still running when the late cancel request arrives (sent as this one starts).
+        row = conn.execute("SELECT 'done' FROM pg_sleep(2)").fetchone()
+        assert row is not None
+        return str(row[0])
+
+    scope = trio.CancelScope()
+
+    async def first_caller() -> None:
+        with scope:
+            await pool.run(first)
+
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first_caller)
+            await _set(first_started, "the first unit running")
+            scope.cancel()  # the caller gives up: abort -> interrupt on a helper thread
+            await _set(interrupting, "the interrupt under way")
+            release_first.set()
+        result = await pool.run(second)
+        assert cancel_sent.is_set()
+        assert result == "done"  # not QueryCanceled
+        assert aimed_at[0] is not ran_on[0]  # the interrupted connection was retired
+        assert aimed_at[0].closed
+    finally:
+        release_first.set()
+        next_running.set()
+        await pool.close()
+
+
+async def test_an_interrupt_after_the_unit_ended_touches_nothing(pg_url: str) -> None:
+    """The race the abort had: a unit that ends while its caller is being cancelled. An
+    interrupt that finds the unit no longer running on that thread sends nothing."""
+    calls: list[Conn] = []
+    pool: Handoff[Conn] = Handoff(
+        "test-pg", lambda: psycopg.connect(pg_url, autocommit=True), lambda c: c.close(),
+        size=1, interrupt=calls.append,
+    )
+    try:
+        assert await pool.run(lambda c: c.execute("SELECT 1").fetchone()) == (1,)
+        [worker] = pool._workers
+        ended = _Unit(lambda c: None, lambda r: None)  # never ran here
+        worker.interrupt(ended, abandon_s=1.0)
+        assert calls == []
+        assert await pool.run(lambda c: c.execute("SELECT 2").fetchone()) == (2,)
+    finally:
+        await pool.close()
