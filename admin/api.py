@@ -197,8 +197,12 @@ def _register_process(app: QuartTrio, daemon: Control) -> None:
 
     @app.get("/v1/job-types")
     async def job_types() -> Response:
-        """The defaults the daemons published for their handlers (docs/job-types.md)."""
-        return jsonify({"job_types": [t.to_dict() for t in await daemon.store.list_job_types()]})
+        """The defaults the daemons published for their handlers, and the waiting jobs no
+        live daemon can run (docs/job-types.md)."""
+        return jsonify({
+            "job_types": [t.to_dict() for t in await daemon.store.list_job_types()],
+            "without_handler": [w.to_dict() for w in await daemon.jobs_without_handler()],
+        })
 
 
 def _register_queues(app: QuartTrio, daemon: Control) -> None:

@@ -179,7 +179,8 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                                 _json(_ref("Status"), "resumed")),
             "/v1/reload": _post("Reload the configuration", _json(_ref("Reload"), "reloaded")),
             "/v1/queues": _get("Queues with depth and pause state", _json(_ref("QueueList"), "queues")),
-            "/v1/job-types": _get("The defaults daemons published for their job types",
+            "/v1/job-types": _get("The defaults daemons published for their job types, and "
+                                  "the waiting jobs no live daemon can run",
                                   _json(_ref("JobTypeList"), "job types, by name")),
             "/v1/queues/{queue}/pause": _post("Pause a queue fleet-wide",
                                               _json(_ref("QueuePause"), "paused"), [_QUEUE]),
@@ -276,8 +277,14 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "max_attempts": {"type": "integer"}, "timeout_s": {"type": ["number", "null"]},
                     "updated_at": {"type": "string", "format": "date-time"},
                     "published_by": {"type": "string"}}},
-                "JobTypeList": {"type": "object", "required": ["job_types"], "properties": {
-                    "job_types": {"type": "array", "items": _ref("JobType")}}},
+                "JobTypeList": {"type": "object", "required": ["job_types", "without_handler"],
+                                "properties": {
+                    "job_types": {"type": "array", "items": _ref("JobType")},
+                    "without_handler": {"type": "array", "items": _ref("WaitingWithoutHandler")}}},
+                "WaitingWithoutHandler": {"type": "object", "required": [
+                    "job_type", "queue", "waiting", "oldest_age_s"], "properties": {
+                    "job_type": {"type": "string"}, "queue": {"type": "string"},
+                    "waiting": {"type": "integer"}, "oldest_age_s": {"type": "number"}}},
                 "QueueList": {"type": "object", "required": ["queues"], "properties": {
                     "queues": {"type": "array", "items": _ref("Queue")}}},
                 "QueuePause": {"type": "object", "required": ["queue", "paused", "changed"],

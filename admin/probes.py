@@ -67,6 +67,7 @@ def register(app: QuartTrio, daemon: Control) -> None:
             with trio.move_on_after(STORE_CHECK_S):
                 daemon.metrics.set_queue_stats(await daemon.store.queue_stats())
                 daemon.outbox_metrics.set_stats(await daemon.store.outbox_stats())
+                daemon.metrics.set_without_handler(await daemon.jobs_without_handler())
                 if daemon.settings.tenants:
                     daemon.metrics.set_tenant_running(
                         daemon.settings.tenants, await daemon.store.running_by_tenant())

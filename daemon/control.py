@@ -25,6 +25,7 @@ from gochatd.metrics import Metrics
 from gochatd.outbox.metrics import OutboxMetrics
 from gochatd.queues import QueueSelection
 from gochatd.reload import Reloader
+from gochatd.runnable import WaitingJobs
 from gochatd.store import RoutingStore
 from gochatd.wakeup import Wakeups
 
@@ -91,6 +92,10 @@ class Control:
 
     async def refresh_pauses(self) -> None:
         await self._pauses.run_once()
+
+    async def jobs_without_handler(self) -> list[WaitingJobs]:
+        """Due waiting jobs that no live daemon can run (docs/job-types.md)."""
+        return await self._fleet.without_handler()
 
     @property
     def store_write_error(self) -> str | None:

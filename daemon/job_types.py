@@ -17,10 +17,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gochatd.registry import Registry
+from gochatd.runnable import RunnableTypes
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import structlog
 
+    from gochatd.http_handlers import HttpRoute
+    from gochatd.store.base import JobStore
     from gochatd.store.job_types import JobTypeStore
 
 #: What a producer gets for a type no daemon has published.
@@ -75,23 +80,31 @@ class JobTypeChange:
     after: JobTypeDefaults
 
 
-def handler_defaults(registry: Registry) -> list[JobTypeDefaults]:
-    """One entry per registered handler, by job type."""
-    found = []
+def handler_defaults(registry: Registry,
+                     http_routes: Mapping[str, HttpRoute] | None = None) -> list[JobTypeDefaults]:
+    """One entry per registered handler, and per exact-type HTTP route without one (queue
+    ``default``, 25 attempts, the route's timeout), by job type. A ``prefix:*`` route
+    names no type, so it publishes nothing."""
+    found = {}
     for job_type in registry.job_types():
         spec = registry.get(job_type)
         assert spec is not None
-        found.append(JobTypeDefaults(job_type, spec.queue, spec.max_attempts, spec.timeout_s))
-    return found
+        found[job_type] = JobTypeDefaults(job_type, spec.queue, spec.max_attempts,
+                                          spec.timeout_s)
+    for pattern, route in (http_routes or {}).items():
+        if not pattern.endswith(":*") and pattern not in found:
+            found[pattern] = JobTypeDefaults(pattern, timeout_s=route.timeout_s)
+    return [found[t] for t in sorted(found)]
 
 
 async def publish_handlers(
     store: JobTypeStore, registry: Registry, worker_id: str,
-    log: structlog.typing.FilteringBoundLogger,
+    log: structlog.typing.FilteringBoundLogger, *,
+    http_routes: Mapping[str, HttpRoute] | None = None,
 ) -> list[JobTypeDefaults]:
-    """Publish every handler's defaults; one warning line per type whose published values
-    this replaced. Returns what was published."""
-    types = handler_defaults(registry)
+    """Publish every handler's defaults (HTTP routes' too); one warning line per type whose
+    published values this replaced. Returns what was published."""
+    types = handler_defaults(registry, http_routes)
     for change in await store.publish_job_types(types, worker_id):
         log.warning(
             "job_type_defaults_changed", job_type=change.after.job_type,
@@ -102,3 +115,13 @@ async def publish_handlers(
         )
     log.info("job_types_published", count=len(types))
     return types
+
+
+async def adopt_handlers(
+    store: JobStore, registry: Registry, http_routes: Mapping[str, HttpRoute], worker_id: str,
+    log: structlog.typing.FilteringBoundLogger,
+) -> None:
+    """Before a daemon's first claim: its claims take only the types it can run (its Python
+    handlers and HTTP routes: runnable.py), and producers get their options from now on."""
+    store.runnable = RunnableTypes.of(registry.job_types(), http_routes)
+    await publish_handlers(store, registry, worker_id, log, http_routes=http_routes)

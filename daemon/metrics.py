@@ -16,6 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from gochatd.model import QueueStats
+from gochatd.runnable import WaitingJobs
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
                    5, 10, 30, 60)
@@ -32,6 +33,8 @@ EXPORTED_COUNTERS: dict[str, tuple[str, str]] = {
     "leases_reaped": ("gochatd_leases_reaped", "Expired leases taken back by the reaper"),
     "malformed_stream_entries": ("gochatd_malformed_stream_entries", "Stream entries dropped as malformed"),
     "reclaimed_stream_entries": ("gochatd_reclaimed_stream_entries", "Entries taken over with XAUTOCLAIM"),
+    "stream_entries_without_handler": ("gochatd_stream_entries_without_handler",
+                                       "Stream entries acked unclaimed: a job type this daemon cannot run"),
     "jobs_claimed": ("gochatd_jobs_claimed", "Jobs claimed by this worker"),
     "periodic_enqueued": ("gochatd_periodic_enqueued", "Periodic slots this worker enqueued"),
     "periodic_skipped": ("gochatd_periodic_skipped", "Missed periodic slots skipped (catch_up: skip)"),
@@ -116,6 +119,11 @@ class Metrics:
             "gochatd_jobs_pruned", "Finished jobs deleted by retention", ["status"],
             registry=self.registry,
         )
+        self.without_handler = Gauge(
+            "gochatd_jobs_without_handler", "Due waiting jobs that no live daemon can run "
+            "(no handler for their type in their queue), per queue", ["queue"],
+            registry=self.registry,
+        )
         self.tenant_running = Gauge(
             "gochatd_tenant_running", "Running jobs (fleet-wide) of each tenant named in "
             "the tenants config", ["tenant"], registry=self.registry,
@@ -162,6 +170,16 @@ class Metrics:
         self.tenant_running.clear()
         for tenant in tenants:
             self.tenant_running.labels(tenant).set(running.get(tenant, 0))
+
+    def set_without_handler(self, waiting: Iterable[WaitingJobs]) -> None:
+        """Per queue (as bounded as gochatd_queue_depth); the types are named in
+        GET /v1/job-types."""
+        per_queue: dict[str, int] = {}
+        for w in waiting:
+            per_queue[w.queue] = per_queue.get(w.queue, 0) + w.jobs
+        self.without_handler.clear()
+        for queue, jobs in per_queue.items():
+            self.without_handler.labels(queue).set(jobs)
 
     def set_queue_stats(self, stats: Iterable[QueueStats]) -> None:
         self.queue_depth.clear()

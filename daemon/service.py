@@ -55,7 +55,7 @@ from gochatd.errors import StoreUnavailable
 from gochatd.gateway.gateway import Gateway, GatewayProbe
 from gochatd.gateway.settings import max_running_limits
 from gochatd.http_handlers import HttpHandlers
-from gochatd.job_types import publish_handlers
+from gochatd.job_types import adopt_handlers
 from gochatd.jobpool import ActiveJobs, FinishOutcomes, JobPool
 from gochatd.lifecycle import STOP_NOW_S, Lifecycle, State
 from gochatd.logs import get_logger
@@ -180,7 +180,7 @@ class Worker:
                                    lease_s=settings.worker_lease_s, counters=counters)
         self.stats = StatsFlusher(store=store, tally=self.outcomes.tally, counters=counters)
         self.fleet = FleetBeat(store=store, lifecycle=self.lifecycle, pool=self.pool,
-                               counters=counters, worker_id=wid)
+                               queues=self.queues, counters=counters, worker_id=wid)
         self.notify = NotifyListener(store=store, wakeups=wakeups, counters=counters)
         self.pauses = PauseFollower(store=store, queues=self.queues, wakeups=wakeups,
                                     counters=counters, worker_id=wid)
@@ -206,8 +206,8 @@ class Worker:
                              lifecycle=self.lifecycle, wakeups=wakeups, counters=counters,
                              worker_id=wid)
         self.capped_backlog = CappedBacklog(
-            BacklogConfig.from_settings(settings), store=store, pool=self.pool,
-            queues=self.queues, lifecycle=self.lifecycle, worker_id=wid, counters=counters)
+            BacklogConfig.from_settings(settings), store=store, pool=self.pool, queues=self.queues,
+            lifecycle=self.lifecycle, worker_id=wid, counters=counters, peers=self.fleet.lacking_peers)
 
     # -- settings --------------------------------------------------------------------------
 
@@ -336,10 +336,10 @@ class Worker:
                 redis=mask_url(self.settings.redis_url) or None,
                 concurrency=self.settings.worker_concurrency, queues=self.queues.queues,
             )
-            # Before any claim: producers that leave queue/max_attempts out get this
-            # daemon's handlers' options from now on (docs/job-types.md). Handlers are not
-            # reloadable (a restart publishes again).
-            await publish_handlers(self.store, self.registry, self.worker_id, self.log)
+            # Before any claim: claims take only these handlers' types, and producers get their
+            # options (docs/job-types.md). Not reloadable (a restart publishes again).
+            await adopt_handlers(self.store, self.registry, self.http_handlers.routes,
+                                 self.worker_id, self.log)
             async with trio.open_nursery() as root:
                 self.lifecycle.bind_root(root.cancel_scope)
                 if handle_signals:

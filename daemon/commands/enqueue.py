@@ -40,7 +40,9 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     async def run(client: Client) -> int:
         job = await client.enqueue(args.job_type, payload, **fields)
         print_json(public(job))
-        await _warn_if_unpublished(client, job)
+        if args.queue is None or args.max_attempts is None:  # both given: nothing to say
+            await _warn_if_unpublished(client, job, queue_given=args.queue is not None,
+                                       attempts_given=args.max_attempts is not None)
         return 0
 
     return run_async(lambda: with_client(settings, run))
@@ -77,15 +79,23 @@ def _json_kind(value: Any) -> str:
     return "a string" if isinstance(value, str) else "an array"
 
 
-async def _warn_if_unpublished(client: Client, job: Job) -> None:
+async def _warn_if_unpublished(client: Client, job: Job, *, queue_given: bool,
+                               attempts_given: bool) -> None:
     """A type no daemon has published (docs/job-types.md): not an error, but say where the
-    job went, since no daemon may serve that queue or know the type (a typo?)."""
+    job went, since no daemon may serve that queue or know the type (a typo?). Only about
+    the options the user left out; the advice names those."""
     assert client.store is not None
     if REGISTRY.get(job.job_type) is not None:
         return
     if any(t.job_type == job.job_type for t in await client.store.list_job_types()):
         return
+    if queue_given:
+        went, missing = f"the job got max_attempts {job.max_attempts}", "--max-attempts"
+    elif attempts_given:
+        went, missing = f"the job went to queue {job.queue!r}", "--queue"
+    else:
+        went = f"the job went to queue {job.queue!r} with max_attempts {job.max_attempts}"
+        missing = "--queue and --max-attempts"
     sys.stderr.write(
-        f"gochatd: warning: no daemon has published job type {job.job_type!r} yet, so the "
-        f"job went to queue {job.queue!r} with max_attempts {job.max_attempts}; start a "
-        "daemon that has its handler once, or pass --queue and --max-attempts\n")
+        f"gochatd: warning: no daemon has published job type {job.job_type!r} yet, so "
+        f"{went}; start a daemon that has its handler once, or pass {missing}\n")

@@ -1,16 +1,25 @@
-"""Capped backlog: in streams mode, claim the due jobs of capped tenants and queues
-(``tenants.<id>.max_running``, ``worker.queue_limits``).
+"""Backlog: in streams mode, claim the due jobs whose stream entries were acked without a
+claim: those of capped tenants and queues (``tenants.<id>.max_running``,
+``worker.queue_limits``), and those of job types another daemon cannot run.
 
 A stream-delivered job refused for its tenant's or its queue's cap stays queued and its
-entry is acked, so without this loop it would wait for the sweep (``sweep_interval_s``).
-Every ``poll_interval_max_s``, while the worker streams and has free slots, it claims such
-jobs with the same capped claim as the poller. It runs beside the intake in the job pool
-(claimed jobs start there) and ends when the worker stops claiming. In polling mode the
-poller already covers these jobs; without caps it only sleeps.
+entry is acked; so is an entry a daemon without the job's handler read
+(docs/job-types.md). Without this loop such a job would wait for the sweep
+(``sweep_interval_s``), and the sweep's new entry may again reach a daemon that cannot run
+it. Every ``poll_interval_max_s``, while the worker streams and has free slots, it claims:
+
+- while a live daemon of its queues lacks some of its job types (``FleetBeat.lacking_peers``):
+  the due jobs of its queues that it can run, with the poller's claim (capped or not);
+- else, with caps: the capped tenants' and queues' due jobs (the capped claim);
+- else nothing (it only sleeps).
+
+It runs beside the intake in the job pool (claimed jobs start there) and ends when the
+worker stops claiming. In polling mode the poller already covers these jobs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
@@ -45,7 +54,7 @@ class BacklogResult:
 class CappedBacklog:
     def __init__(self, config: BacklogConfig, *, store: JobStore, pool: JobPool,
                  queues: QueueSelection, lifecycle: Lifecycle, worker_id: str,
-                 counters: Counters) -> None:
+                 counters: Counters, peers: Callable[[], bool] = lambda: False) -> None:
         self.config = config
         self._store = store
         self._pool = pool
@@ -53,18 +62,26 @@ class CappedBacklog:
         self._lifecycle = lifecycle
         self._worker_id = worker_id
         self._counters = counters
+        #: Whether a live daemon of its queues lacks some of its types (FleetBeat).
+        self._lacking_peers = peers
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = BacklogConfig.from_settings(settings)
 
     async def run_once(self) -> BacklogResult:
         free = self._pool.free_slots()
-        if (self._lifecycle.dispatch is not State.STREAMS or free <= 0
-                or not (self._store.tenant_limits or self._store.queue_limits)):
+        if self._lifecycle.dispatch is not State.STREAMS or free <= 0:
+            return BacklogResult(0)
+        poll = self._lacking_peers()
+        if not (poll or self._store.tenant_limits or self._store.queue_limits):
             return BacklogResult(0)
         with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
-            claimed = await self._store.claim_capped_backlog(
-                self._queues.intake, free, self._worker_id, self.config.lease_s)
+            if poll:
+                claimed = await self._store.claim_due_jobs(
+                    self._queues.order(), free, self._worker_id, self.config.lease_s)
+            else:
+                claimed = await self._store.claim_capped_backlog(
+                    self._queues.intake, free, self._worker_id, self.config.lease_s)
             # Started even if a stop began meanwhile: the leases are ours, and the
             # runner's interrupt hands them back (the pool's nursery outlives the claims).
             self._pool.start_jobs(claimed)

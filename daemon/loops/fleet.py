@@ -8,6 +8,12 @@ newer request written meanwhile stays for the next pass) and writes the row agai
 fleet view shows the new state at once. A daemon is ``alive`` while its heartbeat is at
 most ``ALIVE_S`` old; rows of daemons that stopped without removing theirs are pruned by
 the retention loop after ``loops/retention.DAEMONS_KEEP_S``.
+
+The row carries what this daemon runs and where (``runnable.DaemonHandlers``). Each pass
+reads the other rows back: ``lacking_peers`` is whether a live daemon of this daemon's
+queues lacks some of its types (its stream entries for them are acked there, and this
+daemon then claims such jobs itself: loops/capped_backlog.py), and ``without_handler``
+tells the admin API and /metrics which waiting jobs no live daemon can run.
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ from gochatd.jobpool import JobPool
 from gochatd.lifecycle import Lifecycle
 from gochatd.logs import get_logger
 from gochatd.loops.every import run_every
+from gochatd.queues import QueueSelection
+from gochatd.runnable import DaemonHandlers, WaitingJobs, without_handler
 from gochatd.store import JobStore
-from gochatd.store.fleet import DaemonBeat
+from gochatd.store.fleet import DaemonBeat, DaemonRow
 
 #: Between two heartbeats; a request is applied within about this long.
 BEAT_S = 2.0
@@ -45,8 +53,10 @@ class FleetResult:
 
 class FleetBeat:
     def __init__(self, *, store: JobStore, lifecycle: Lifecycle, pool: JobPool,
-                 counters: Counters, worker_id: str) -> None:
+                 queues: QueueSelection, counters: Counters, worker_id: str) -> None:
         self._store = store
+        self._queues = queues
+        self._lacking_peers = False
         self._lifecycle = lifecycle
         self._pool = pool
         self._counters = counters
@@ -63,11 +73,49 @@ class FleetBeat:
                           mode=lifecycle.state.value, version=gochatd.__version__,
                           concurrency=int(self._pool.limiter.total_tokens),
                           in_flight=len(self._pool.jobs),
-                          paused=lifecycle.paused, draining=lifecycle.draining)
+                          paused=lifecycle.paused, draining=lifecycle.draining,
+                          handlers=self._handlers_json())
+
+    def lacking_peers(self) -> bool:
+        """Whether a live daemon of this one's queues lacks some of its job types (as of
+        the last pass)."""
+        return self._lacking_peers
+
+    def handlers(self) -> DaemonHandlers | None:
+        """This daemon's set; None until it set its store's (before its first claim)."""
+        runnable = self._store.runnable
+        if runnable.any_type:
+            return None
+        return DaemonHandlers(runnable, frozenset(self._queues.queues))
+
+    def _handlers_json(self) -> str | None:
+        mine = self.handlers()
+        return None if mine is None else mine.to_json()
+
+    async def _live_peers(self) -> list[DaemonRow]:
+        return [r for r in await self._store.list_daemons()
+                if r.heartbeat_age_s <= ALIVE_S and r.beat.id != self._worker_id]
+
+    async def _see_peers(self) -> None:
+        mine = self.handlers()
+        if mine is None:
+            return
+        self._lacking_peers = any(r.handlers is not None and r.handlers.lacks_some_of(mine)
+                                 for r in await self._live_peers())
+
+    async def without_handler(self) -> list[WaitingJobs]:
+        """Due waiting jobs that no live daemon (this one included) can run."""
+        waiting = await self._store.waiting_job_types()
+        if not waiting:
+            return []
+        peers = [r.handlers for r in await self._live_peers()]
+        mine = self.handlers()
+        return without_handler(waiting, [*peers, mine] if mine is not None else peers)
 
     async def run_once(self) -> FleetResult:
         async with self._lock:
             request = await self._store.upsert_daemon(self.beat())
+            await self._see_peers()
             if request is None:
                 return FleetResult(None)
             self._apply(request.action)

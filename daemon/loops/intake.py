@@ -3,7 +3,9 @@
 Streams mode reads with a shielded, bounded XREADGROUP (COUNT = free slots), claims the
 delivered ids in one conditional UPDATE (or, in a queue holding other priorities than 0,
 as many of the queue's first jobs: docs/priority.md) and acks entries whose jobs it did
-not get.
+not get. An entry naming a job type this daemon cannot run is acked unclaimed (the job
+waits for a daemon with its handler: docs/job-types.md). Every claim takes only the
+daemon's job types (``store.runnable``).
 Polling mode claims due jobs straight from the database (``FOR UPDATE SKIP LOCKED`` /
 ``BEGIN IMMEDIATE``), woken by local enqueues, database notifications and the next due time.
 While Redis is configured but down, or refusing writes (``maxmemory`` with ``noeviction``:
@@ -179,12 +181,20 @@ class Intake:
         wanted: dict[int, StreamEntry] = {}
         drop: list[StreamEntry] = []
         delivered: dict[str, list[int | None]] = {}
+        runnable = self._store.runnable
         for entry in entries:
             ref = entry.parse()
             if ref is None:
                 self._counters.inc("malformed_stream_entries")
                 self._log.warning("malformed_stream_entry_dropped", stream=entry.stream,
                                   entry_id=entry.entry_id, fields=sorted(entry.fields)[:8])
+                drop.append(entry)
+                continue
+            if ref.job_type and not runnable.can_run(ref.job_type):
+                # Not ours to run: acked, and it stands for no job of its queue here. The
+                # job stays queued for a daemon with its handler (its claims, its sweep).
+                # An entry without the type is left to the claim's own filter.
+                self._counters.inc("stream_entries_without_handler")
                 drop.append(entry)
                 continue
             tokens = delivered.setdefault(streams.queue_of(entry.stream), [])

@@ -28,6 +28,7 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import OutboxStore
 from gochatd.periodic_jobs.slots import PeriodicSlotStore
+from gochatd.runnable import RunnableTypes
 from gochatd.store.fleet import FleetStore
 from gochatd.store.job_types import JobTypeStore
 from gochatd.store.route_table import RouteTable
@@ -47,6 +48,9 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds,
     #: up to its queue's top level (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
+    #: The job types this daemon can run (daemon/runnable.py): every claim takes only
+    #: those. ``ANY_TYPE`` (the default): no filter.
+    runnable: RunnableTypes
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from gochatd.runnable import DaemonHandlers
 from gochatd.store.rows import database_time
 
 #: What an operator may ask of one daemon (POST /v1/fleet/<id>/<action>).
@@ -54,6 +55,9 @@ class DaemonBeat:
     in_flight: int
     paused: bool
     draining: bool
+    #: What it runs and where (runnable.DaemonHandlers as JSON, column ``job_types``);
+    #: None before it knows.
+    handlers: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class DaemonRow:
     requested: str | None
     #: Seconds since the last heartbeat, by the database clock.
     heartbeat_age_s: float
+    #: Its job types and queues; None for a daemon of an older release.
+    handlers: DaemonHandlers | None = None
 
 
 class FleetStore(Protocol):
@@ -142,7 +148,8 @@ class SqlFleetOps:
                            paused=bool(r[7]), draining=bool(r[8])),
                 started_at=database_time(r[9]), last_heartbeat=database_time(r[10]),
                 requested=None if r[11] is None else str(r[11]),
-                heartbeat_age_s=max(0.0, float(r[12])))
+                heartbeat_age_s=max(0.0, float(r[12])),
+                handlers=DaemonHandlers.from_json(r[13]))
             for r in await self._read("list_daemons", {})
         ]
 

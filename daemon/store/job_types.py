@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
+from gochatd.runnable import WaitingJobs
 from gochatd.store.rows import database_time
 
 
@@ -22,6 +23,10 @@ class JobTypeStore(Protocol):
 
     async def list_job_types(self) -> list[PublishedJobType]:
         """Every published type, by name."""
+        ...
+
+    async def waiting_job_types(self) -> list[WaitingJobs]:
+        """Due waiting jobs per (job type, queue), with the oldest one's age."""
         ...
 
 
@@ -59,3 +64,6 @@ class SqlJobTypeOps:
             for r in rows
         ]
 
+    async def waiting_job_types(self) -> list[WaitingJobs]:
+        return [WaitingJobs(str(r[0]), str(r[1]), int(r[2]), float(r[3] or 0.0))
+                for r in await self._read("waiting_job_types", {})]

@@ -18,6 +18,7 @@ from gochatd.job_types import JobTypeDefaults
 from gochatd.logs import get_logger
 from gochatd.model import DEFAULT_PRIORITY_AGING_S
 from gochatd.redact import mask_url
+from gochatd.runnable import ANY_TYPE, RunnableTypes
 from gochatd.store.base import JobStore
 from gochatd.store.route_table import (
     EMPTY_ROUTES,
@@ -65,6 +66,7 @@ class RouterBase:
         self._limits: dict[str, int] = {}
         self._queue_limits: dict[str, int] = {}
         self._aging_s = DEFAULT_PRIORITY_AGING_S
+        self._runnable = ANY_TYPE
         self._refresh_lock = anyio.Lock()
         #: What this process published (a daemon: its handlers), again into each
         #: destination it opens later.
@@ -106,6 +108,16 @@ class RouterBase:
         for store in self._all_stores():
             store.priority_aging_s = aging_s
 
+    @property
+    def runnable(self) -> RunnableTypes:
+        return self._runnable
+
+    @runnable.setter
+    def runnable(self, runnable: RunnableTypes) -> None:
+        self._runnable = runnable
+        for store in self._all_stores():
+            store.runnable = runnable
+
     async def refresh_routes(self, *, force: bool = False) -> RouteTable:
         """Re-read the route table if its version moved; open destinations it names.
 
@@ -134,6 +146,7 @@ class RouterBase:
                 store.tenant_limits = self._limits
                 store.queue_limits = self._queue_limits
                 store.priority_aging_s = self._aging_s
+                store.runnable = self._runnable
                 self._destinations[url] = store
                 say("route_destination_opened", destination=mask_url(url))
             self._apply(table)

@@ -6,11 +6,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from gochatd.runnable import WaitingJobs
 from gochatd.store.fleet import DaemonBeat, DaemonRequest, DaemonRow, FinishCounts, MinuteCounts
+from gochatd.store.router_base import concat
 from gochatd.store.router_outbox import RoutedOutbox
 
 
 class RoutedFleet(RoutedOutbox):
+    async def waiting_job_types(self) -> list[WaitingJobs]:
+        """Summed over the databases that hold tenants' jobs now."""
+        merged: dict[tuple[str, str], WaitingJobs] = {}
+        for part in concat(await self._each(lambda s: s.waiting_job_types())):
+            key = (part.job_type, part.queue)
+            before = merged.get(key)
+            merged[key] = part if before is None else WaitingJobs(
+                part.job_type, part.queue, before.jobs + part.jobs,
+                max(before.oldest_age_s, part.oldest_age_s))
+        return list(merged.values())
+
     async def add_job_counts(self, counts: Sequence[FinishCounts]) -> None:
         await self.home.add_job_counts(counts)
 

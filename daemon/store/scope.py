@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from gochatd.runnable import ANY_TYPE, RunnableTypes
 from gochatd.store.queries import load_queries
 
 
@@ -63,16 +64,17 @@ ALL = TenantScope.all_except(())
 
 @dataclass(frozen=True, slots=True)
 class QuerySet:
-    """The queries one store runs under one scope, and the parameters the scope adds to each
-    (none for ``ALL``). Replaced wholesale with the scope: an operation reads it once, so all
+    """The queries one store runs under one scope, and the parameters the scope and the
+    claims' job-type filter add to each. Replaced wholesale with the scope: an operation reads it once, so all
     its statements run under one scope even if the router swaps it meanwhile."""
 
     sql: Mapping[str, str]
     args: Mapping[str, Any]
 
     def params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """``params`` plus the scope's (drivers ignore parameters a statement does not name)."""
-        return {**params, **self.args} if self.args else params
+        """``params`` plus the scope's and the filter's (drivers ignore parameters a statement
+        does not name)."""
+        return {**params, **self.args}
 
 
 @cache
@@ -85,12 +87,53 @@ def _scoped_sql(dialect: str) -> Mapping[str, str]:
     return {**plain, **scoped}
 
 
-def query_set(dialect: str, scope: TenantScope) -> QuerySet:
+def query_set(dialect: str, scope: TenantScope,
+              runnable: RunnableTypes = ANY_TYPE) -> QuerySet:
+    """The queries for ``scope``; every statement also gets the claims' job-type filter
+    (``runnable``: daemon/runnable.py), which only the claim queries name."""
     if scope.is_all:
-        return _PLAIN[dialect]
-    return QuerySet(_scoped_sql(dialect), scope.params[dialect])
+        return QuerySet(load_queries(dialect), runnable.params[dialect])
+    return QuerySet(_scoped_sql(dialect), {**scope.params[dialect], **runnable.params[dialect]})
 
 
-_PLAIN = {d: QuerySet(load_queries(d), {}) for d in ("postgres", "sqlite")}
+class QueriesInScope:
+    """Mixed into ``SqlJobStore``: the query set it runs now, made of its tenant scope and
+    its claims' job types (``runnable``), each replaced wholesale."""
 
-__all__ = ["ALL", "QuerySet", "TenantScope", "query_set"]
+    dialect: str
+    #: The queries this store runs now: the plain set while it serves every tenant, the
+    #: scoped one while it serves some. Replaced with ``tenant_scope`` and ``runnable``.
+    _queries: QuerySet
+    _scope: TenantScope
+    _runnable: RunnableTypes
+
+    def _init_scope(self) -> None:
+        self._scope = ALL
+        self._runnable = ANY_TYPE
+        self._queries = query_set(self.dialect, ALL)
+
+    @property
+    def tenant_scope(self) -> TenantScope:
+        """The tenants this store acts on; the router narrows it during a live migration.
+        Replaced wholesale, never mutated."""
+        return self._scope
+
+    @tenant_scope.setter
+    def tenant_scope(self, scope: TenantScope) -> None:
+        # The queries first: a reader sees both or neither.
+        self._queries = query_set(self.dialect, scope, self._runnable)
+        self._scope = scope
+
+    @property
+    def runnable(self) -> RunnableTypes:
+        """The job types the claims take (daemon/runnable.py): the daemon's handlers, set
+        before its first claim; ``ANY_TYPE`` until then."""
+        return self._runnable
+
+    @runnable.setter
+    def runnable(self, runnable: RunnableTypes) -> None:
+        self._queries = query_set(self.dialect, self._scope, runnable)
+        self._runnable = runnable
+
+
+__all__ = ["ALL", "QueriesInScope", "QuerySet", "TenantScope", "query_set"]

@@ -36,7 +36,7 @@ from gochatd.store.fleet import SqlFleetOps
 from gochatd.store.job_types import SqlJobTypeOps
 from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
-from gochatd.store.scope import ALL, QuerySet, TenantScope, query_set
+from gochatd.store.scope import QueriesInScope
 
 #: The largest id a search text may name (bigint).
 _MAX_ID = 2**63 - 1
@@ -72,7 +72,7 @@ def page_with(jobs: list[Job], job: Job, flt: JobFilter) -> list[Job]:
     return merged[:flt.limit] if len(jobs) >= flt.limit else merged
 
 
-class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
+class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
                   SqlFleetOps):
     # -- what a backend provides -----------------------------------------------------------
 
@@ -113,25 +113,6 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
     queue_limits: dict[str, int] = {}  # likewise
     #: worker.priority_aging_s, set by the worker (docs/priority.md).
     priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
-    #: The queries this store runs now: the plain set while it serves every tenant, the
-    #: scoped one while it serves some (store/scope.py). Replaced with ``tenant_scope``.
-    _queries: QuerySet
-
-    @property
-    def tenant_scope(self) -> TenantScope:
-        """The tenants this store acts on; the router narrows it during a live migration.
-        Replaced wholesale, never mutated."""
-        return self._scope
-
-    @tenant_scope.setter
-    def tenant_scope(self, scope: TenantScope) -> None:
-        self._queries = query_set(self.dialect, scope)  # first: a reader sees both or neither
-        self._scope = scope
-
-    def _init_scope(self) -> None:
-        self._scope = ALL
-        self._queries = query_set(self.dialect, ALL)
-
     async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,

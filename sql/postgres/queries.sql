@@ -98,6 +98,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
        j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
@@ -127,6 +129,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
@@ -159,6 +163,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
@@ -272,6 +278,8 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
     ORDER BY scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -287,6 +295,8 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
@@ -303,12 +313,16 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue = ANY(%(queues)s::text[]);
+  AND queue = ANY(%(queues)s::text[])
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]));
 
 -- name: next_due_in_s
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[]);
+WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]));
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -714,6 +728,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id <> ALL(%(full)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
@@ -759,6 +775,8 @@ WITH limits AS (
                               / %(aging_s)s::float8) AS aged FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
+      AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+           OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
     FOR UPDATE SKIP LOCKED
 ), leveled AS (  -- the top level: per queue, the highest priority among the candidates
     SELECT id, tenant_id, queue, scheduled_at,
@@ -822,6 +840,8 @@ WITH RECURSIVE priorities(queue, p) AS (
         FROM background_jobs AS b
         WHERE b.queue = priorities.queue AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id = ANY(%(open)s::text[])
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
@@ -896,6 +916,15 @@ ORDER BY job_type;
 -- The fleet dashboard (migration 0012; docs/operations.md, "The fleet" and "Throughput
 -- charts"). Not tenant data: the routed store runs these on the home database only.
 
+-- name: waiting_job_types
+-- Due waiting jobs per (job type, queue), with the oldest one's age: compared with the live
+-- daemons' handler sets (fleet rows) for GET /v1/job-types and gochatd_jobs_without_handler.
+SELECT job_type, queue, count(*),
+       (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(scheduled_at)))::float8
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= now()
+GROUP BY job_type, queue;
+
 -- name: add_job_counts
 -- A daemon's finishes since its last flush (loops/stats.py), added to the current minute by
 -- the database clock. Items arrive as one JSON array of {queue, job_type, completed, failed,
@@ -933,13 +962,14 @@ RETURNING minute;
 -- process under the same id (another pid or host) starts again. Returns the operator's
 -- pending request for it, if any, with the sequence number its clearing must match.
 INSERT INTO gochatd_daemons AS d (id, host, pid, mode, version, concurrency, in_flight,
-                                  paused, draining)
+                                  paused, draining, job_types)
 VALUES (%(id)s, %(host)s, %(pid)s, %(mode)s, %(version)s, %(concurrency)s, %(in_flight)s,
-        %(paused)s, %(draining)s)
+        %(paused)s, %(draining)s, %(handlers)s)
 ON CONFLICT (id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, mode = excluded.mode,
     version = excluded.version, concurrency = excluded.concurrency,
     in_flight = excluded.in_flight, paused = excluded.paused, draining = excluded.draining,
+    job_types = excluded.job_types,
     started_at = CASE WHEN d.pid = excluded.pid AND d.host = excluded.host
                       THEN d.started_at ELSE now() END,
     last_heartbeat = now()
@@ -948,7 +978,8 @@ RETURNING requested, requested_seq;
 -- name: list_daemons
 -- Every daemon row, with the seconds since its heartbeat by the database clock.
 SELECT id, host, pid, mode, version, concurrency, in_flight, paused, draining, started_at,
-       last_heartbeat, requested, extract(epoch FROM now() - last_heartbeat)::float8
+       last_heartbeat, requested, extract(epoch FROM now() - last_heartbeat)::float8,
+       job_types
 FROM gochatd_daemons
 ORDER BY id;
 

@@ -19,6 +19,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
@@ -50,6 +52,8 @@ FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
   AND j.status IN ('queued', 'retrying')
   AND j.scheduled_at <= now()
+  AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
+       OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -84,6 +88,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
           AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -205,6 +211,8 @@ WITH due AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= now()
       AND queue = ANY(%(queues)s::text[])
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
             ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
     ORDER BY scheduled_at, id
@@ -222,6 +230,8 @@ RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 WITH stale AS MATERIALIZED (
     SELECT id FROM background_jobs
     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
@@ -241,6 +251,8 @@ SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::floa
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue = ANY(%(queues)s::text[])
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
@@ -248,6 +260,8 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
+  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END);
 
@@ -629,6 +643,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id <> ALL(%(full)s::text[])
           AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -676,6 +692,8 @@ WITH limits AS (
                               / %(aging_s)s::float8) AS aged FROM background_jobs AS b
     WHERE id = ANY(%(ids)s::bigint[]) AND status IN ('queued', 'retrying')
       AND scheduled_at <= now()
+      AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+           OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
       AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
             ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
     FOR UPDATE SKIP LOCKED
@@ -743,6 +761,8 @@ WITH RECURSIVE priorities(queue, p) AS (
         FROM background_jobs AS b
         WHERE b.queue = priorities.queue AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
+               OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id = ANY(%(open)s::text[])
           AND (CASE WHEN %(scope_only)s::bool THEN b.tenant_id = ANY(%(scope_tenants)s::text[])
                 ELSE b.tenant_id <> ALL(%(scope_tenants)s::text[]) END)
@@ -890,3 +910,12 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
 RETURNING id;
+
+-- name: waiting_job_types
+SELECT job_type, queue, count(*),
+       (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(scheduled_at)))::float8
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= now()
+  AND (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+        ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+GROUP BY job_type, queue;

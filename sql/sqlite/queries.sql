@@ -82,6 +82,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -98,6 +101,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND queue NOT IN (
       SELECT q.value FROM json_each(:queues) AS q
       WHERE EXISTS (SELECT 1 FROM background_jobs AS b
@@ -129,6 +135,9 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
@@ -203,6 +212,9 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND queue IN (SELECT value FROM json_each(:queues))
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
     ORDER BY scheduled_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
@@ -212,6 +224,9 @@ UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 864
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
       AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
     ORDER BY dispatched_at, id
@@ -222,12 +237,18 @@ RETURNING id, job_type, queue, tenant_id;
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
-  AND queue IN (SELECT value FROM json_each(:queues));
+  AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
 
 -- name: next_due_in_s
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues));
+WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -519,6 +540,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
@@ -564,6 +588,9 @@ WHERE id IN (
                 FROM background_jobs
                 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
                   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+                       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
                 ) AS c
             ) AS r
             LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
@@ -603,6 +630,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = priorities.queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id IN (SELECT value FROM json_each(:open))
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
@@ -693,6 +723,15 @@ ORDER BY job_type;
 -- The fleet dashboard (migration 0012), as sql/postgres/queries.sql. Not tenant data: the
 -- routed store runs these on the home database only.
 
+-- name: waiting_job_types
+-- Due waiting jobs per (job type, queue), with the oldest one's age: compared with the live
+-- daemons' handler sets (fleet rows) for GET /v1/job-types and gochatd_jobs_without_handler.
+SELECT job_type, queue, count(*),
+       ((julianday('now') - 2440587.5) * 86400.0) - min(scheduled_at)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+GROUP BY job_type, queue;
+
 -- name: add_job_counts
 -- Items arrive as one JSON array of {queue, job_type, completed, failed, retried}; the
 -- current minute (database clock) is a whole multiple of 60 epoch seconds.
@@ -727,12 +766,14 @@ RETURNING minute;
 
 -- name: upsert_daemon
 INSERT INTO gochatd_daemons (id, host, pid, mode, version, concurrency, in_flight, paused,
-                             draining)
-VALUES (:id, :host, :pid, :mode, :version, :concurrency, :in_flight, :paused, :draining)
+                             draining, job_types)
+VALUES (:id, :host, :pid, :mode, :version, :concurrency, :in_flight, :paused, :draining,
+        :handlers)
 ON CONFLICT (id) DO UPDATE
 SET host = excluded.host, pid = excluded.pid, mode = excluded.mode,
     version = excluded.version, concurrency = excluded.concurrency,
     in_flight = excluded.in_flight, paused = excluded.paused, draining = excluded.draining,
+    job_types = excluded.job_types,
     started_at = CASE WHEN gochatd_daemons.pid = excluded.pid
                            AND gochatd_daemons.host = excluded.host
                       THEN gochatd_daemons.started_at
@@ -743,7 +784,7 @@ RETURNING requested, requested_seq;
 -- name: list_daemons
 SELECT id, host, pid, mode, version, concurrency, in_flight, paused, draining, started_at,
        last_heartbeat, requested,
-       ((julianday('now') - 2440587.5) * 86400.0) - last_heartbeat
+       ((julianday('now') - 2440587.5) * 86400.0) - last_heartbeat, job_types
 FROM gochatd_daemons
 ORDER BY id;
 

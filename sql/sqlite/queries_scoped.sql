@@ -13,6 +13,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
@@ -30,6 +33,9 @@ SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 244
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND queue NOT IN (
       SELECT q.value FROM json_each(:queues) AS q
       WHERE EXISTS (SELECT 1 FROM background_jobs AS b
@@ -62,6 +68,9 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
                 AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
@@ -141,6 +150,9 @@ WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND queue IN (SELECT value FROM json_each(:queues))
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
     ORDER BY scheduled_at, id
     LIMIT :limit)
@@ -151,6 +163,9 @@ UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 864
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
       AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
       AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
@@ -163,12 +178,18 @@ SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
 -- name: next_due_in_s
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
+  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only);
 
 -- name: get_job
@@ -450,6 +471,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
                 AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
               ORDER BY h.scheduled_at, h.id
@@ -498,6 +522,9 @@ WHERE id IN (
                 FROM background_jobs
                 WHERE id IN (SELECT value FROM json_each(:ids)) AND status IN ('queued', 'retrying')
                   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                  AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+                       OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
                   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
                 ) AS c
             ) AS r
@@ -539,6 +566,9 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = priorities.queue AND h.status IN ('queued', 'retrying')
                 AND h.priority = priorities.p AND h.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+                AND (:runnable_any OR h.job_type IN (SELECT value FROM json_each(:runnable_types))
+                     OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                                WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id IN (SELECT value FROM json_each(:open))
                 AND ((h.tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
               ORDER BY h.scheduled_at, h.id
@@ -673,3 +703,11 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND (:status IS NULL OR status = :status)
   AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
 RETURNING id;
+
+-- name: waiting_job_types
+SELECT job_type, queue, count(*),
+       ((julianday('now') - 2440587.5) * 86400.0) - min(scheduled_at)
+FROM background_jobs
+WHERE status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  AND ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+GROUP BY job_type, queue;

@@ -154,3 +154,51 @@ def test_daemons_that_disagree_the_last_one_to_start_wins(
     for daemon in (first, second):
         assert daemon.stop() == 0
         daemon.assert_clean_output()
+
+
+def test_the_cli_warns_only_about_what_was_left_out(tmp_path: Path) -> None:
+    """Issue 23, item 10: with both --queue and --max-attempts nothing was left to a default,
+    so nothing is said; with one of them the warning names only the other."""
+    env = {"GOCHAT_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.db'}"}
+    assert run_cli(["db", "upgrade"], env, cwd=tmp_path).returncode == 0
+    both, stderr = _enqueue(env, tmp_path, "demo:hello", "--queue", "default",
+                            "--max-attempts", "5")
+    assert (both["queue"], both["max_attempts"]) == ("default", 5) and stderr == ""
+    queue_only, stderr = _enqueue(env, tmp_path, "demo:hello", "--queue", "low")
+    assert queue_only["queue"] == "low" and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("gochatd: warning: ") and "'demo:hello'" in stderr, stderr
+    assert "max_attempts 25" in stderr and stderr.rstrip().endswith("pass --max-attempts"), stderr
+    assert "queue 'default'" not in stderr, stderr
+    attempts_only, stderr = _enqueue(env, tmp_path, "demo:hello", "--max-attempts", "3")
+    assert attempts_only["max_attempts"] == 3 and stderr.count("\n") == 1, stderr
+    assert "went to queue 'default'" in stderr and "max_attempts" not in stderr, stderr
+    assert stderr.rstrip().endswith("pass --queue"), stderr
+    # Neither: the warning the docs show, word for word.
+    _, stderr = _enqueue(env, tmp_path, "demo:hello")
+    assert stderr == ("gochatd: warning: no daemon has published job type 'demo:hello' yet, "
+                      "so the job went to queue 'default' with max_attempts 25; start a daemon "
+                      "that has its handler once, or pass --queue and --max-attempts\n")
+
+
+def test_http_handler_types_are_published(tmp_path: Path, daemons: DaemonFactory) -> None:
+    """Issue 23, item 10: an exact-type HTTP route publishes like a Python handler (queue
+    default, 25 attempts, the route's timeout), so producers get no warning; a prefix:* route
+    names no type and publishes nothing."""
+    env = {"GOCHAT_DATABASE_URL": f"sqlite:///{tmp_path / 'jobs.db'}"}
+    url = "http://127.0.0.1:9/jobs"  # never called: nothing is enqueued for it to run
+    routes = {"hook:exact": {"url": url, "timeout_s": 12}, "hook:*": {"url": url}}
+    daemon = daemons.start("http", [], env={**env, "GOCHAT_LOG_FORMAT": "json",
+                                            "GOCHAT_HANDLERS_HTTP": json.dumps(routes)},
+                           cwd=tmp_path)
+    with httpx.Client(timeout=10.0) as http:
+        listed = http.get(f"{daemon_admin_url(daemon)}/v1/job-types").json()["job_types"]
+    by_type = {t["job_type"]: t for t in listed}
+    assert "hook:*" not in by_type
+    exact = by_type["hook:exact"]
+    assert (exact["queue"], exact["max_attempts"], exact["timeout_s"]) == ("default", 25, 12.0)
+    assert exact["published_by"] == daemon.events("worker_starting")[0]["worker_id"]
+    assert daemon.stop() == 0
+    daemon.assert_clean_output()
+    # The row stays after the daemon stops: the CLI finds it and says nothing.
+    job, stderr = _enqueue(env, tmp_path, "hook:exact")
+    assert (job["queue"], job["max_attempts"]) == ("default", 25) and stderr == ""

@@ -16,6 +16,7 @@ from tests.integration.helpers import (
     opened_store,
     seconds,
     started_worker,
+    wait_for,
     wait_for_status,
 )
 from tests.support.harness import make_settings
@@ -218,17 +219,22 @@ async def test_per_type_timeout_retries_with_timeout_class(
 
 
 @MODES
-async def test_unknown_job_type_is_dead_at_once(
+async def test_a_job_type_without_a_handler_waits_untouched(
     backend_url: str, redis_url: str, with_redis: bool
 ) -> None:
+    """Not claimed, so no attempt is spent: it waits for a daemon with its handler
+    (docs/job-types.md). Before, it was dead with unknown_job_type at once."""
     settings = make_settings(backend_url, redis_url if with_redis else "")
     async with started_worker(settings, registry=make_registry()) as run:
         job = await run.worker.client.enqueue("test:nobody-handles-this", {}, max_attempts=5)
-        dead = await wait_for_status(run.worker.store, job.id, JobStatus.DEAD)
-        # The worker keeps going.
+        # Enqueued after it, so claimed after it had it been claimable; the worker keeps going.
         after = await run.worker.client.enqueue("sys:noop", {})
         await wait_for_status(run.worker.store, after.id, JobStatus.COMPLETED)
+        if with_redis:  # its stream entry was read, and acked unclaimed
+            await wait_for(lambda: run.worker.counters["stream_entries_without_handler"] >= 1,
+                           what="the entry refused")
+        waiting = await run.worker.store.get_job(job.id)
 
-    assert dead.attempts == 1
-    assert dead.error_class == "unknown_job_type"
-    assert dead.last_error == "no handler for job type 'test:nobody-handles-this'"
+    assert waiting is not None
+    assert (waiting.status, waiting.attempts, waiting.fence) == (JobStatus.QUEUED, 0, 0)
+    assert waiting.error_class is None

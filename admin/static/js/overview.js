@@ -138,6 +138,8 @@ function buildQueueRow(q) {
   const c = (tr._c = {});
   c.name = el("td", { class: "mono", testid: "queue-name-" + q.queue });
   c.state = el("span", { class: "badge", testid: "queue-state-" + q.queue });
+  // Due jobs no live daemon can run (GET /v1/job-types, without_handler).
+  c.nohandler = el("span", { class: "badge st-nohandler", testid: "queue-nohandler-" + q.queue });
   c.weight = el("td", { class: "num", testid: "queue-weight-" + q.queue });
   c.limit = el("td", { class: "num", testid: "queue-limit-" + q.queue });
   for (const col of COUNT_COLUMNS) c[col] = el("td", { class: "num", testid: "queue-" + col + "-" + q.queue });
@@ -146,7 +148,7 @@ function buildQueueRow(q) {
     type: "button", class: "small", testid: "pause-" + q.queue,
     onclick: (ev) => toggleQueue(tr._q, ev.currentTarget),
   });
-  tr.append(c.name, el("td", {}, c.state), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
+  tr.append(c.name, el("td", {}, [c.state, " ", c.nohandler]), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
             el("td", { class: "actions" }, c.toggle));
   return tr;
 }
@@ -157,6 +159,11 @@ function updateQueueRow(tr, q) {
   tr.classList.toggle("paused", q.paused);
   setText(c.name, q.queue);
   setBadge(c.state, q.paused ? "paused" : "active");
+  const stuck = q.without_handler || [];
+  c.nohandler.hidden = stuck.length === 0;
+  setText(c.nohandler, "no handler: " + fmtCount(stuck.reduce((n, w) => n + w.waiting, 0)));
+  c.nohandler.title = "Waiting, and no live daemon can run them: " +
+    stuck.map((w) => w.job_type + " (" + w.waiting + ")").join(", ");
   numCell(c.weight, q.weight);
   const limit = q.max_running;
   setText(c.limit, limit === null || limit === undefined ? "—" : fmtCount(limit));
@@ -170,8 +177,12 @@ function updateQueueRow(tr, q) {
 }
 
 export async function loadQueues() {
-  const data = await api("GET", "v1/queues");
-  overview.queues = data.queues || [];
+  const [data, types] = await Promise.all([
+    api("GET", "v1/queues"), api("GET", "v1/job-types").catch(() => ({})),
+  ]);
+  const stuck = {};
+  for (const w of types.without_handler || []) (stuck[w.queue] = stuck[w.queue] || []).push(w);
+  overview.queues = (data.queues || []).map((q) => ({ ...q, without_handler: stuck[q.queue] || [] }));
   syncRows($("queues-body"), overview.queues, (q) => q.queue, buildQueueRow, updateQueueRow);
   $("queues-empty").hidden = overview.queues.length > 0;
   // Keep the job list's queue filter in step with the known queues.
