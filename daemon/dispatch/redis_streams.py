@@ -21,7 +21,8 @@ from typing import Any
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from gochatd.config import Settings
-from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
+from gochatd.dispatch.entries import StreamEntry, entry_from_redis
+from gochatd.dispatch.group_state import group_backlog, trim_acked
 from gochatd.dispatch.redis_client import (
     LuaScript,
     RedisClient,
@@ -365,44 +366,9 @@ class RedisStreams:
 
     async def backlog(self, queue: str) -> int:
         """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""
-        key = self.key(queue)
-
-        def _backlog(r: RedisClient) -> int:
-            info = self._group_info(r, key)
-            if info is None:
-                return 0
-            lag = info.get("lag")
-            if lag is None:  # unknown after deletions: assume the whole stream
-                lag = r.xlen(key)
-            return int(lag) + int(info.get("pending") or 0)
-
-        return int(await self._call(_backlog))
-
-    def _group_info(self, r: RedisClient, key: str) -> dict[str, Any] | None:
-        try:
-            groups: list[dict[str, Any]] = r.xinfo_groups(key)
-        except ResponseError:
-            return None
-        return next((g for g in groups if field_text(g.get("name")) == self.group), None)
+        return int(await self._call(partial(group_backlog, key=self.key(queue), group=self.group)))
 
     async def trim(self, queues: Sequence[str]) -> int:
         """Drop entries every consumer has read and acked; returns entries removed."""
         keys = [self.key(q) for q in queues]
-
-        def _trim(r: RedisClient) -> int:
-            removed = 0
-            for key in keys:
-                info = self._group_info(r, key)
-                if info is None:
-                    continue
-                pending = r.xpending(key, self.group)
-                if pending.get("pending"):
-                    boundary = field_text(pending["min"])  # oldest unacked entry stays
-                else:
-                    last = field_text(info.get("last-delivered-id") or b"0-0")
-                    ms, _, seq = last.partition("-")
-                    boundary = f"{ms}-{int(seq or 0) + 1}"  # all delivered entries are acked
-                removed += int(r.xtrim(key, minid=boundary, approximate=False))
-            return removed
-
-        return int(await self._call(_trim))
+        return int(await self._call(partial(trim_acked, keys=keys, group=self.group)))
