@@ -129,8 +129,9 @@ def _statements(name: str, stmts: dict[str, float], top: int = 8) -> list[str]:
     timed = sorted(((stmts.get(f"ms:{q}", 0.0) * 1000, c, q) for q, c in stmts.items()
                     if not q.startswith("ms:")), reverse=True)[:top]
     lines = [f"{name}: statements by execution time per job (pg_stat_statements)",
-             f"{'µs/job':>8}  {'calls/job':>9}  statement"]
+             f"{'µs/job':>8}  {'calls/job':>9}  {'µs/call':>8}  statement"]
     for us, calls, query in timed:
         text = re.sub(r"\s+", " ", re.sub(r"--[^\n]*", "", query)).strip()
-        lines.append(f"{_fmt(us):>8}  {_fmt(calls):>9}  {text[:90]}")
+        lines.append(f"{_fmt(us):>8}  {_fmt(calls):>9}  {_fmt(us / calls if calls else None):>8}"
+                     f"  {text[:80]}")
     return lines
