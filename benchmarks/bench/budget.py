@@ -69,11 +69,18 @@ async def run_budget(opts: BenchOptions, report: Report) -> None:
     else:
         report.note("budget: pgqueuer not run (no benchmarks/peers/.venv; a full run creates it)")
     load_start, t0 = _load(), time.time()
-    result = await trio.to_thread.run_sync(_measure, systems, sizes, abandon_on_cancel=True)
+    servers = Servers()
+    try:
+        result = await trio.to_thread.run_sync(_measure, servers, systems, sizes,
+                                               abandon_on_cancel=True)
+    finally:
+        with trio.CancelScope(shield=True):  # Ctrl-C: the abandoned thread's servers too
+            await trio.to_thread.run_sync(servers.close)
     meta = {"load_start": load_start, "load_end": _load(),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)),
             "wall": f"{time.time() - t0:.0f} s",
-            "command": "gochatd bench --scenario budget" + (" --smoke" if opts.smoke else "")}
+            "command": "gochatd bench --scenario budget" + (" --smoke" if opts.smoke else "")
+            + (f" --budget-md {opts.budget_md}" if opts.budget_md else "")}
     report.put("budget", {"sizes": sizes, "systems": [s.name for s in systems], **meta,
                           **result})
     table = render(result, sizes)
@@ -87,8 +94,8 @@ def _load() -> str:
     return " / ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _measure(systems: list[System], sizes: dict[str, Any]) -> dict[str, Any]:
-    servers = Servers()
+def _measure(servers: Servers, systems: list[System], sizes: dict[str, Any]
+             ) -> dict[str, Any]:
     rounds: dict[str, list[dict[str, float]]] = {s.name: [] for s in systems}
     stages: dict[str, dict[str, list[float]]] = {s.name: {} for s in systems}
     statements: dict[str, list[dict[str, float]]] = {s.name: [] for s in systems}

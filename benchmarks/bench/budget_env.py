@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +76,9 @@ class Servers:
         base = Path(self._tmp.name)
         self.pg = PgCluster(base, free_port())
         self.redis = RedisServer(base, free_port())
+        self.children: list[subprocess.Popen[Any]] = []
+        self.closed = False
+        self._lock = threading.Lock()
 
     def start(self) -> None:
         self.pg.init()
@@ -95,7 +100,20 @@ class Servers:
             conn.execute(f'CREATE DATABASE "{name}"'.encode())
         return self.pg.url(name)
 
+    def adopt(self, proc: subprocess.Popen[Any]) -> None:
+        """A worker or producer of the run: killed by ``close`` if still running then."""
+        self.children.append(proc)
+
     def close(self) -> None:
+        """Stop everything of the run (idempotent; also from another thread on Ctrl-C,
+        while the measuring thread may still be using it: its next call fails)."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+        for proc in self.children:
+            if proc.poll() is None:
+                proc.kill()
         try:
             self.redis.stop()
             self.pg.stop("fast")

@@ -18,6 +18,8 @@ def section(table: str, meta: dict[str, str]) -> str:
         f"Written by `{meta['command']}` on {meta['date']} ({meta['wall']}); load average "
         f"(1/5/15 min) {meta['load_start']} at the start, {meta['load_end']} at the end. "
         "Measurement only: each later change cites the line it moves, before and after. "
+        "Counts (statements, transactions, commands, hops) do not depend on the machine's "
+        "other load; CPU, rates and latencies do. "
         "How every line is taken: [bench.md](bench.md#the-cost-budget---scenario-budget).",
         "",
         "```text",

@@ -100,8 +100,10 @@ class Running:
         else:
             cmd = [self._bin("pgq"), "run", "benchmarks.bench.budget_pgq:create_pgqueuer",
                    "--batch-size", str(PGQ_BATCH), "--log-level", "WARNING"]
-        return subprocess.Popen(cmd, env=self.env, cwd=REPO, stdout=self.log,
+        proc = subprocess.Popen(cmd, env=self.env, cwd=REPO, stdout=self.log,
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.servers.adopt(proc)
+        return proc
 
     # -- the producer ----------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class Running:
             args.append(self.servers.redis.url)
         self.producer = subprocess.Popen(args, env=self.env, cwd=REPO, stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.servers.adopt(self.producer)
         self._answer()  # "ready"
 
     def ask(self, command: str) -> Any:
