@@ -28,6 +28,7 @@ import psycopg
 
 from benchmarks.chaos.postgres import PgCluster
 from benchmarks.chaos.redis_server import RedisServer, free_port
+from gochatd.errors import DispatchUnavailable, StoreUnavailable
 
 _TICKS = os.sysconf("SC_CLK_TCK")
 #: The role of the bench's own reads of a system's tables (left out of the counts).
@@ -75,20 +76,34 @@ class Servers:
         self._tmp = tempfile.TemporaryDirectory(prefix="gochatd-bench-budget-")
         base = Path(self._tmp.name)
         self.pg = PgCluster(base, free_port())
-        self.redis = RedisServer(base, free_port())
+        self.redis = RedisServer(base, 0)  # its port is chosen in start()
         self.children: list[subprocess.Popen[Any]] = []
         self.closed = False
         self._lock = threading.Lock()
 
     def start(self) -> None:
-        self.pg.init()
-        with (self.pg.data / "postgresql.conf").open("a", encoding="utf-8") as f:
-            f.write(_DURABLE)  # later lines win over chaos's fast, non-durable settings
-        self.pg.start()
-        with psycopg.connect(self.pg.url("postgres"), autocommit=True) as conn:
-            conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
-            conn.execute(f"CREATE ROLE {PROBE} LOGIN SUPERUSER".encode())
-        self.redis.start()
+        """initdb and start PostgreSQL, then a redis-server on a port free at that moment
+        (another process may take a free port before we bind it: a few tries)."""
+        try:
+            self.pg.init()
+            with (self.pg.data / "postgresql.conf").open("a", encoding="utf-8") as f:
+                f.write(_DURABLE)  # later lines win over chaos's fast, non-durable settings
+            self.pg.start()
+            with psycopg.connect(self.pg.url("postgres"), autocommit=True) as conn:
+                conn.execute(b"CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.execute(f"CREATE ROLE {PROBE} LOGIN SUPERUSER".encode())
+        except (OSError, RuntimeError, subprocess.SubprocessError, psycopg.Error) as exc:
+            raise StoreUnavailable(f"bench budget: could not start a PostgreSQL cluster: "
+                                   f"{str(exc).strip().splitlines()[0][:200]}") from None
+        for attempt in range(3):
+            self.redis.port = free_port()
+            try:
+                self.redis.start(timeout_s=30.0)
+                return
+            except RuntimeError as exc:
+                self.redis.stop()
+                if attempt == 2:
+                    raise DispatchUnavailable(f"bench budget: {exc}") from None
 
     @property
     def postmaster(self) -> int:
