@@ -278,8 +278,14 @@ def _idle(servers: Servers, systems: list[System], run_dir: Path, idle_s: float
         elapsed = time.monotonic() - t0
         out = {}
         for running, meter, (window, x0) in zip(runs, meters, before, strict=True):
+            r0 = window.reading
             out[running.system.name] = {**window.close(elapsed, {}),
                                         "xacts_per_s": (meter.xacts() - x0) / elapsed}
+            r1 = meter.read()
+            out[running.system.name].update({
+                f"stmt:{q}": (c - r0.statements.get(q, (0, 0.0))[0]) / elapsed
+                for q, (c, _) in r1.statements.items()
+                if c > r0.statements.get(q, (0, 0.0))[0]})
     finally:
         for running in runs:
             running.stop()

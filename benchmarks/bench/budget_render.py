@@ -109,6 +109,10 @@ def render(result: dict[str, Any], sizes: dict[str, Any]) -> str:
                  for label, key, scale in _IDLE]
     lines += ["", *_table(f"idle cost of one worker process, no jobs, {sizes['idle_s']:g} s",
                           list(idle), idle_rows)]
+    for name in idle:
+        per_s = sorted(((v, k[5:]) for k, v in idle[name].items() if k.startswith("stmt:")),
+                       reverse=True)[:6]
+        lines += [f"  {name} idle, {_fmt(v)}/s: {_short(q, 70)}" for v, q in per_s]
     scale = result["scale"]
     lines += ["", *_table(f"scale with workers: a backlog of {sizes['scale_jobs']:,} "
                           f"(enqueue_many), median of {sizes['scale_rounds']} round(s)",
@@ -131,7 +135,11 @@ def _statements(name: str, stmts: dict[str, float], top: int = 8) -> list[str]:
     lines = [f"{name}: statements by execution time per job (pg_stat_statements)",
              f"{'µs/job':>8}  {'calls/job':>9}  {'µs/call':>8}  statement"]
     for us, calls, query in timed:
-        text = re.sub(r"\s+", " ", re.sub(r"--[^\n]*", "", query)).strip()
+        text = _short(query, 80)
         lines.append(f"{_fmt(us):>8}  {_fmt(calls):>9}  {_fmt(us / calls if calls else None):>8}"
-                     f"  {text[:80]}")
+                     f"  {text}")
     return lines
+
+
+def _short(query: str, width: int) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"--[^\n]*", "", query)).strip()[:width]
