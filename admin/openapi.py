@@ -254,6 +254,9 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "config_reloaded_at": _NULLABLE_TIME,
                     "pending_restart": {"type": "array", "items": {"type": "string"}},
                     "counters": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "handoffs": {"type": "object", "additionalProperties": {"type": "integer"},
+                                 "description": "units handed to each connection-thread "
+                                                "pool since start (thread hops)"},
                     "admin_address": _NULLABLE_STR,
                     "gateway_address": _NULLABLE_STR}},
                 "Reload": {"type": "object", "required": ["applied", "needs_restart"],

@@ -221,6 +221,9 @@ def _add_bench_args(bench: argparse.ArgumentParser) -> None:
     bench.add_argument("--json", metavar="FILE", help="also write every figure as JSON")
     bench.add_argument("--profile", metavar="FILE",
                        help="write a pyinstrument profile of one drain (needs pyinstrument)")
+    bench.add_argument("--budget-md", metavar="FILE",
+                       help="budget: write its tables into the section of FILE "
+                       "(docs/benchmarks.md) that holds them")
 
 
 def _add_serve_args(p: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from gochatd.client import Client
 from gochatd.config import Settings
 from gochatd.counters import Counters
 from gochatd.gateway.gateway import Gateway
+from gochatd.handoff import HANDED
 from gochatd.jobpool import ActiveJobs
 from gochatd.lifecycle import Lifecycle, State
 from gochatd.loops.fleet import FleetBeat
@@ -139,6 +140,7 @@ class Control:
             "config_reloaded_at": last_reload_at.isoformat() if last_reload_at else None,
             "pending_restart": list(self._reloader.pending_restart),
             "counters": dict(self._counters),
+            "handoffs": dict(HANDED),
             "admin_address": self.listening.get("admin"),
             "gateway_address": self.listening.get("gateway"),
         }

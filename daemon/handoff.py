@@ -48,6 +48,11 @@ T = TypeVar("T")
 
 _QUEUED, _RUNNING, _DONE, _ABANDONED = range(4)
 
+#: Units handed to a connection thread since the process started, per pool name: the
+#: "thread hops" line of the cost budget (``gochatd bench --scenario budget``), shown in
+#: ``/v1/status`` as ``handoffs``. One add per unit, under the lock ``_submit`` holds anyway.
+HANDED: collections.Counter[str] = collections.Counter()
+
 
 class _Unit:
     """One unit of work on its way through a thread; its state moves under ``lock``."""
@@ -227,6 +232,7 @@ class Handoff(Generic[R]):
         with self._lock:
             if self._closed:
                 raise ResourceClosed(f"{self.name} is closed")
+            HANDED[self.name] += 1
             if self._idle:
                 worker = self._idle.pop()
             elif len(self._workers) < self.size:

@@ -12,6 +12,7 @@ as a table (figure, target, measured, pass/miss) and, with ``--json``, written a
     migrate.py         a live move of 1M jobs SQLite -> PostgreSQL, phase by phase
     migrate_overhead.py  the enqueue cost of 0007's change tracking             (both)
     dashboard.py       the fleet dashboard's queries with 1M jobs               (both)
+    budget*.py         issue 22's cost budget per job: streams, polling, pgqueuer (private servers)
     profiling.py       ``--profile``: pyinstrument over one drain
 """
 
@@ -114,6 +115,10 @@ async def _run_scenario(opts: BenchOptions, scenario: str, report: Report) -> No
         from benchmarks.bench.dashboard import run_dashboard
 
         await run_dashboard(opts, report)
+    elif scenario == "budget":
+        from benchmarks.bench.budget import run_budget
+
+        await run_budget(opts, report)
 
 
 __all__ = ["BenchOptions", "run_bench"]

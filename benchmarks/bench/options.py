@@ -14,7 +14,7 @@ BACKENDS = ("sqlite", "postgres", "postgres+redis", "postgres+redis-cluster")
 #: ``--pgbouncer``: each PostgreSQL backend's twin through a pgbouncer in transaction mode.
 POOLED = {"postgres": "pgbouncer", "postgres+redis": "pgbouncer+redis"}
 SCENARIOS = ("throughput", "latency", "daemon", "runtimes", "backlog", "soak", "idle-in-tx",
-             "migrate", "dashboard")
+             "migrate", "dashboard", "budget")
 #: The default: the rows that take a minute or two. ``all`` adds the long ones.
 CORE_SCENARIOS = ("throughput", "latency", "daemon", "runtimes")
 DEFAULT_PG = "postgresql://root@127.0.0.1:5432/test"
@@ -73,6 +73,7 @@ class BenchOptions:
     producers: int
     json_path: str | None
     profile_path: str | None
+    budget_md: str | None = None
 
     @property
     def stream_backend(self) -> str:
@@ -130,5 +131,5 @@ def from_args(args: argparse.Namespace) -> BenchOptions:
         scenarios=scenarios, backends=backends, sizes=sizes, smoke=smoke, pg_server=pg,
         redis_url=args.redis or os.environ.get("GOCHAT_REDIS_URL") or DEFAULT_REDIS,
         concurrency=args.concurrency, producers=args.producers, json_path=args.json,
-        profile_path=args.profile,
+        profile_path=args.profile, budget_md=getattr(args, "budget_md", None),
     )

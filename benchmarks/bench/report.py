@@ -137,6 +137,8 @@ class Report:
         self.meta = meta
         self.figures: dict[str, Any] = {}
         self.notes: list[str] = []
+        #: Tables of their own (``--scenario budget``), printed after the target table.
+        self.sections: list[str] = []
 
     def put(self, prefix: str, values: dict[str, Any]) -> None:
         for name, value in values.items():
@@ -183,6 +185,7 @@ class Report:
             shown = "-" if r["value"] is None else f"{_fmt(r['value'])} {r['unit']}"
             lines.append(f"{r['figure']:{width}}  {r['target']:20}  {shown:>14}  {r['result']}")
         lines.extend(f"note: {n}" for n in self.notes)
+        lines.extend(f"\n{section}" for section in self.sections)
         return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 DEFAULT_OUT = os.path.join(REPO, "docs", "benchmarks.md")
 METHOD = os.path.join(HERE, "method.md")
+BUDGET_START, BUDGET_END = report.BUDGET_START, report.BUDGET_END
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -170,10 +171,22 @@ def _write(rows: list[dict[str, Any]], infos: dict[str, dict[str, str]], setting
         f.write(report.raw_json(rows, infos, facts, run))
 
 
+def budget_block(text: str) -> str:
+    """The budget's section of a benchmarks.md (benchmarks/bench/budget_md.py), or ""."""
+    start, end = text.find(BUDGET_START), text.find(BUDGET_END)
+    return text[start:end + len(BUDGET_END)] if 0 <= start < end else ""
+
+
 def _write_markdown(out: str, rows: list[dict[str, Any]], infos: dict[str, dict[str, str]],
                     facts: dict[str, str], run: report.RunInfo) -> None:
-    """The generated tables, then the hand-written method (``method.md``)."""
+    """The generated tables, then the cost budget's section as ``gochatd bench --scenario
+    budget --budget-md`` last wrote it (kept as it is), then the hand-written method."""
     with open(METHOD, encoding="utf-8") as f:
         method = f.read()
+    kept = ""
+    if os.path.exists(out):
+        with open(out, encoding="utf-8") as f:
+            kept = budget_block(f.read())
     with open(out, "w", encoding="utf-8") as f:
-        f.write(report.render(rows, infos, facts, run) + "\n" + method)
+        f.write(report.render(rows, infos, facts, run) + "\n" + (kept + "\n\n" if kept else "")
+                + method)

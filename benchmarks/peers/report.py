@@ -66,6 +66,12 @@ TOPOLOGIES = [
     "",
 ]
 
+#: The cost budget's section of benchmarks.md, written by ``gochatd bench --scenario budget
+#: --budget-md`` (benchmarks/bench/budget_md.py) and kept as it is when this page is rebuilt.
+BUDGET_START = "<!-- budget:start: written by gochatd bench --scenario budget --budget-md -->"
+BUDGET_END = "<!-- budget:end -->"
+
+
 def median_of(rows: list[dict[str, Any]], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else None

@@ -74,6 +74,12 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
         started = datetime.fromisoformat(status["started_at"])
         assert abs((datetime.now(UTC) - started).total_seconds() - status["uptime_s"]) < 5
         await admin.wait_status(lambda s: s["uptime_s"] > status["uptime_s"], what="uptime grows")
+        # Units handed to connection threads, per pool (the budget's thread hops): the idle
+        # worker's own loops keep handing some over.
+        handed = sum(status["handoffs"].values())
+        assert handed > 0 and all(isinstance(n, int) for n in status["handoffs"].values())
+        await admin.wait_status(lambda s: sum(s["handoffs"].values()) > handed,
+                                what="hand-offs are counted")
 
         doc = await admin.get("/v1/openapi.json")
         assert doc["openapi"].startswith("3.")

@@ -17,8 +17,9 @@ from benchmarks.bench.report import ROWS
 from tests.support.daemon_process import assert_clean, run_cli
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
-#: The smoke run takes about 35 s on a busy two-core machine.
-DEADLINE_S = 180
+#: The smoke run takes about 35 s on a busy two-core machine, plus 1-2 min for the budget
+#: (5 min in all at load 12).
+DEADLINE_S = 600
 
 
 @pytest.mark.slow
@@ -54,6 +55,22 @@ def test_bench_smoke_measures_every_row_and_cleans_up(tmp_path: Path, redis_url:
     assert figures["idle_tx.dead_tuples_peak"] > 0
     assert figures["idle_tx.dead_tuples_after_vacuum"] < figures["idle_tx.dead_tuples_peak"]
     assert figures["soak.jobs"] == 2000 and figures["soak.rss_end_mb"] > 0
+
+    # The cost budget (issue 22), on its private servers: pgqueuer only with the peers' venv.
+    assert {"streams", "polling"} <= set(figures["budget.systems"])
+    per_job, stages = figures["budget.per_job"], figures["budget.stages_p50_ms"]
+    assert per_job["streams"]["redis.xadd"] >= 1  # every job XADDed, by the client's script
+    assert per_job["polling"]["redis_commands"] == 0
+    for mode in ("streams", "polling"):
+        assert per_job[mode]["pg_statements"] > 0 and per_job[mode]["pg_xacts"] > 0
+        assert per_job[mode]["hops.total"] > 0 and per_job[mode]["cpu_us.pg_backends"] >= 0
+        assert 0 < stages[mode]["insert_commit"] < stages[mode]["total"]
+        assert figures["budget.one_at_a_time"][mode]["hops.total"] > 0
+        assert figures["budget.idle"][mode]["cpu_us.daemons"] >= 0
+    assert "xadd" in stages["streams"] and "xadd" not in stages["polling"]
+    assert set(figures["budget.scale"]) == {"streams 2x100", "polling 2x100", "streams 8x25",
+                                            "polling 8x25"}
+    assert "cost budget per job" in result.stdout and "scale with workers" in result.stdout
 
     # Private stream prefixes are deleted at the end.
     client = redis.Redis.from_url(redis_url)
