@@ -1,7 +1,6 @@
 """The daemon: builds the components, starts them in one root nursery, and stops them.
 
-    root nursery
-     ├── signals         SIGTERM/SIGINT -> Lifecycle.request_stop; SIGHUP -> Reloader.reload
+    root nursery (inside: signal watcher + start scope > store, Redis, trio-asyncio loop)
      ├── finisher        batches fenced finishes, then XACKs          loops/finish.py
      ├── reaper          expired leases -> retrying/dead              loops/reap.py
      ├── retention       deletes old finished jobs in batches         loops/retention.py
@@ -34,14 +33,13 @@ closed by its owner (the pool) -> the finisher drains -> the admin server finish
 requests -> the root nursery is cancelled -> the last finish counts are flushed and this
 daemon's fleet row is removed (both shielded, bounded). A second stop skips what is left of the grace:
 handlers are interrupted at once and written back within ``STOP_NOW_S`` (exit 0; 1 if that
-bound ran out). A third cancels the root (exit 1).
+bound ran out). A third cancels the root (exit 1, within ``ABANDON_S``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -86,7 +84,7 @@ from gochatd.retry import Backoff
 from gochatd.runner import RunPolicy
 from gochatd.runtimes import loop_for
 from gochatd.sdnotify import Notifier
-from gochatd.signals import start_unless_stopped, watch_signals
+from gochatd.signals import watching_signals
 from gochatd.store import RoutingStore, open_routed_store
 from gochatd.store.presence import require_schema, sqlite_file
 from gochatd.store.startup import open_until_connected
@@ -323,37 +321,39 @@ class Worker:
         return loops
 
     async def run(self, *, handle_signals: bool = False) -> int:
-        """Run until stopped. Returns the process exit code."""
+        """Run until stopped; returns the process exit code."""
+        # The start scope (a stop signal before begin() cancels it) holds the resources.
+        async with (watching_signals(self.lifecycle, self.reloader, self.log,
+                                     enabled=handle_signals) as watch, self._resources()):
+            if watch.begin():
+                return await self._serve()
+        self.log.info("worker_stopped", forced=False, before_start=True)
+        return watch.exit_code_before_start
+
+    async def _serve(self) -> int:
+        """The root nursery, inside the open resources, until it stops."""
+        self.log.info(
+            "worker_starting", database=mask_url(self.settings.database_url),
+            database_file=str(sqlite_file(self.settings.database_url) or "") or None,
+            redis=mask_url(self.settings.redis_url) or None,
+            concurrency=self.settings.worker_concurrency, queues=self.queues.queues,
+        )
+        # Before any claim: producers that leave queue/max_attempts out get this
+        # daemon's handlers' options from now on (docs/job-types.md). Handlers are not
+        # reloadable (a restart publishes again).
+        await publish_handlers(self.store, self.registry, self.worker_id, self.log)
         written_back = False
-        async with contextlib.AsyncExitStack() as stack:
-            if not await start_unless_stopped(partial(stack.enter_async_context, self._resources()),
-                                              self.log, watch=handle_signals):
-                self.log.info("worker_stopped", forced=False, before_start=True)
-                return 0
-            self.log.info(
-                "worker_starting", database=mask_url(self.settings.database_url),
-                database_file=str(sqlite_file(self.settings.database_url) or "") or None,
-                redis=mask_url(self.settings.redis_url) or None,
-                concurrency=self.settings.worker_concurrency, queues=self.queues.queues,
-            )
-            # Before any claim: producers that leave queue/max_attempts out get this
-            # daemon's handlers' options from now on (docs/job-types.md). Handlers are not
-            # reloadable (a restart publishes again).
-            await publish_handlers(self.store, self.registry, self.worker_id, self.log)
-            async with trio.open_nursery() as root:
-                self.lifecycle.bind_root(root.cancel_scope)
-                if handle_signals:
-                    root.start_soon(watch_signals, self.lifecycle, self.reloader)
-                for loop in self._root_loops():
-                    await root.start(loop)
-                await self._start_servers(root)
-                await self.pool.serve([self.intake.run, self.capped_backlog.run])
-                written_back = await self._stop_rest(root)
-            if written_back and not self.counters["forced_stop"]:  # the last counts; this
-                await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
-                await self.fleet.remove()
-        # After the nursery: a forced stop cancels the root scope, so nothing in its body
-        # after the cancelled await runs.
+        async with trio.open_nursery() as root:
+            self.lifecycle.bind_root(root.cancel_scope)
+            for loop in self._root_loops():
+                await root.start(loop)
+            await self._start_servers(root)
+            await self.pool.serve([self.intake.run, self.capped_backlog.run])
+            written_back = await self._stop_rest(root)
+        if written_back and not self.counters["forced_stop"]:  # the last counts; this
+            await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
+            await self.fleet.remove()
+        # A forced stop cancels the root scope: nothing in its body after that await ran.
         forced = self.counters["forced_stop"] > 0 or not written_back
         self.lifecycle.finished()
         self.log.info("worker_stopped", forced=forced, stop_now=self.lifecycle.stop_now)

@@ -127,7 +127,11 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
             proc.communicate(timeout=10)  # closes the pipes, also after a timed-out wait
     assert proc.returncode == 130, (proc.returncode, err)
     assert out == ""
-    assert err.splitlines() in ([], ["gochatd: interrupted"]), err
+    if command == ["serve"]:  # the daemon's signal watcher: its log says why it stopped
+        events = [json.loads(line)["event"] for line in err.splitlines()]
+        assert events == ["stop_requested_while_starting", "worker_stopped"], err
+    else:
+        assert err.splitlines() in ([], ["gochatd: interrupted"]), err
     assert SECRET not in err
 
 
