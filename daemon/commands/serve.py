@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 
 from gochatd.commands.common import run_async, settings_from
 from gochatd.config import FIELDS, Settings
@@ -27,7 +28,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     check_listeners(settings)
     worker = Worker(settings, migrate=args.migrate, reload_args=reload_args,
                     gateway=not args.worker_only)
-    return run_async(lambda: worker.run(handle_signals=True))
+    try:
+        return run_async(lambda: worker.run(handle_signals=True))
+    finally:
+        # The run is over and its signal watcher gone: a late SIGTERM/SIGINT must not turn
+        # the exit code it chose into a death by that signal while the process ends.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def check_listeners(settings: Settings) -> None:

@@ -22,10 +22,10 @@ import pytest
 from gochatd.client import Client
 from gochatd.errors import StoreUnavailable
 from tests.support.daemon_process import (
-    GOCHATD,
     DaemonFactory,
     assert_clean,
     child_env,
+    gochatd_command,
     run_cli,
 )
 from tests.support.redis_server import free_port
@@ -112,7 +112,7 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
     with _silent_server() as (listener, port):
         url = f"postgresql://root:{SECRET}@127.0.0.1:{port}/test"
         proc = subprocess.Popen(
-            [GOCHATD, *command, "--database-url", url], env=child_env(), cwd=tmp_path,
+            [gochatd_command(), *command, "--database-url", url], env=child_env(), cwd=tmp_path,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=_default_sigint,
         )
@@ -230,7 +230,7 @@ def test_sigterm_while_a_silent_postgres_holds_the_connect(tmp_path: Path) -> No
     with _silent_server() as (listener, port):
         url = f"postgresql://root:{SECRET}@127.0.0.1:{port}/test"
         proc = subprocess.Popen(
-            [GOCHATD, "serve", "--database-url", url], env=child_env(), cwd=tmp_path,
+            [gochatd_command(), "serve", "--database-url", url], env=child_env(), cwd=tmp_path,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         try:
