@@ -42,6 +42,8 @@ def register(app: QuartTrio, daemon: Control) -> None:
             "store": "ok" if store_ok else "down",
             "dispatch": dispatch,
             "draining": daemon.draining,
+            # Ready but degraded: jobs run (polling) while Redis is down, and this says why.
+            "degraded": daemon.degraded,
         }
         response = jsonify(body)
         response.status_code = 200 if ready else 503
