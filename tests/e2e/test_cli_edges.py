@@ -67,8 +67,8 @@ def _one_line(result: subprocess.CompletedProcess[str], code: int, expect: str) 
     ],
     ids=["refused", "no-database", "no-role"],
 )
-@pytest.mark.parametrize("command", [["jobs", "list"], ["enqueue", "sys:noop"]],
-                         ids=["list", "enqueue"])
+@pytest.mark.parametrize("command", [["jobs", "list"], ["enqueue", "sys:noop"], ["db", "upgrade"]],
+                         ids=["list", "enqueue", "db-upgrade"])
 def test_unreachable_postgres_is_one_line_exit_1(
     tmp_path: Path, url: str, expect: str, command: list[str]
 ) -> None:
