@@ -40,8 +40,8 @@ class RedisOutage:
     def down(self) -> bool:
         return self._down_since is not None
 
-    def failed(self, exc: DispatchUnavailable | str) -> None:
-        """A Redis call failed (counted); a warning when one is due."""
+    def failed(self, exc: DispatchUnavailable | str) -> bool:
+        """A Redis call failed (counted); a warning when one is due (then True)."""
         self._counters.inc("redis_errors")
         self._failures += 1
         now = trio.current_time()
@@ -52,7 +52,7 @@ class RedisOutage:
             self.degraded = (f"polling the database: Redis at {self.redis} does not answer "
                              f"({exc}) since {since}")
         elif now < self._next_warning:
-            return
+            return False
         else:
             self._interval_s = min(self._interval_s * 2, WARN_MAX_S)
         self._log.warning("redis_unavailable", redis=self.redis, error=str(exc),
@@ -60,6 +60,7 @@ class RedisOutage:
                           next_warning_in_s=self._interval_s)
         self._failures = 0
         self._next_warning = now + self._interval_s
+        return True
 
     def answered(self) -> None:
         """Redis answered: an outage, if there was one, is over."""
