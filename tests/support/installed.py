@@ -5,9 +5,11 @@ data), the console script, real signals, stdout and stderr.
 
 Built once per test session (``installed_gochatd``, tests/e2e/conftest.py). The virtualenv
 and its dependencies are kept between sessions while pyproject.toml's dependencies and the
-Python version are unchanged (a stamp file says which); each session then reinstalls only
-the package (``--no-deps --force-reinstall``, a few seconds). A first build installs the
-dependencies through pip's cache. ``GOCHAT_TEST_INSTALLED_VENV`` names another place.
+Python version are unchanged; the package in it is reinstalled (``--no-deps
+--force-reinstall``, a few seconds) only when the package's files changed. Two stamp files
+say what each was built from, so a session never rewrites an install that another session,
+started earlier from the same files, is running. A first build installs the dependencies
+through pip's cache. ``GOCHAT_TEST_INSTALLED_VENV`` names another place.
 """
 
 from __future__ import annotations
@@ -36,6 +38,18 @@ def _stamp() -> str:
     return hashlib.sha256(f"{sys.version}\n{deps}".encode()).hexdigest()
 
 
+def _source_stamp() -> str:
+    """What the package is built from: every file of the wheel's folders, and pyproject."""
+    digest = hashlib.sha256()
+    files = [REPO_ROOT / "pyproject.toml", REPO_ROOT / "README.md"]
+    for folder in ("daemon", "admin", "sql"):
+        files += sorted(p for p in (REPO_ROOT / folder).rglob("*")
+                        if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(str(path.relative_to(REPO_ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
     """One build at a time, also across pytest sessions started in the same checkout."""
@@ -59,21 +73,26 @@ def _pip(venv: Path, *args: str) -> None:
 
 def build(venv: Path = VENV) -> Path:
     """``venv``'s ``gochatd``, installed from this checkout as ``pip install .`` does."""
-    stamp_file = venv / ".gochatd-deps"
+    deps_file, source_file = venv / ".gochatd-deps", venv / ".gochatd-source"
     with _locked(venv.with_name(venv.name + ".lock")):
-        stamp = _stamp()
-        kept = (venv / "bin" / "python").exists() and stamp_file.exists() \
-            and stamp_file.read_text() == stamp
-        if kept:
-            _pip(venv, "--no-deps", "--force-reinstall", str(REPO_ROOT))
-        else:
+        deps, source = _stamp(), _source_stamp()
+        kept = (venv / "bin" / "python").exists() and _read(deps_file) == deps
+        if not kept:
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
             _pip(venv, str(REPO_ROOT))
-            stamp_file.write_text(stamp)
+            deps_file.write_text(deps)
+        elif _read(source_file) != source:
+            source_file.unlink(missing_ok=True)  # a build cut short is no build
+            _pip(venv, "--no-deps", "--force-reinstall", str(REPO_ROOT))
+        source_file.write_text(source)
     binary = venv / "bin" / "gochatd"
     assert binary.exists(), f"{binary} missing after pip install"
     return binary
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
 
 
 def python(venv: Path = VENV) -> Path:
