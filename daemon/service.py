@@ -321,23 +321,27 @@ class Worker:
         return loops
 
     async def run(self, *, handle_signals: bool = False) -> int:
-        """Run until stopped; returns the process exit code."""
-        # The start scope (a stop signal before begin() cancels it) holds the resources.
+        """Run until stopped; the exit code. A stop signal before ``begin()`` cancels the
+        start scope, which holds the resources."""
+        written_back: bool | None = None  # None: stopped before it ran
         async with (watching_signals(self.lifecycle, self.reloader, self.log,
                                      enabled=handle_signals) as watch, self._resources()):
             if watch.begin():
-                return await self._serve()
-        self.log.info("worker_stopped", forced=False, before_start=True)
-        return watch.exit_code_before_start
+                written_back = await self._serve()
+        if written_back is None:
+            return watch.stopped_before_start()
+        forced = self.counters["forced_stop"] > 0 or not written_back
+        self.lifecycle.finished()
+        self.log.info("worker_stopped", forced=forced, stop_now=self.lifecycle.stop_now)
+        return 1 if forced else 0
 
-    async def _serve(self) -> int:
-        """The root nursery, inside the open resources, until it stops."""
-        self.log.info(
-            "worker_starting", database=mask_url(self.settings.database_url),
-            database_file=str(sqlite_file(self.settings.database_url) or "") or None,
-            redis=mask_url(self.settings.redis_url) or None,
-            concurrency=self.settings.worker_concurrency, queues=self.queues.queues,
-        )
+    async def _serve(self) -> bool:
+        """The root nursery until it stops; False unless every last state was written."""
+        s = self.settings
+        self.log.info("worker_starting", database=mask_url(s.database_url),
+                      database_file=str(sqlite_file(s.database_url) or "") or None,
+                      redis=mask_url(s.redis_url) or None, concurrency=s.worker_concurrency,
+                      queues=self.queues.queues)
         # Before any claim: producers that leave queue/max_attempts out get this
         # daemon's handlers' options from now on (docs/job-types.md). Handlers are not
         # reloadable (a restart publishes again).
@@ -353,11 +357,7 @@ class Worker:
         if written_back and not self.counters["forced_stop"]:  # the last counts; this
             await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
             await self.fleet.remove()
-        # A forced stop cancels the root scope: nothing in its body after that await ran.
-        forced = self.counters["forced_stop"] > 0 or not written_back
-        self.lifecycle.finished()
-        self.log.info("worker_stopped", forced=forced, stop_now=self.lifecycle.stop_now)
-        return 1 if forced else 0
+        return written_back
 
     async def _start_servers(self, root: trio.Nursery) -> None:
         if self.gateway is not None and self.settings.gateway_listen:

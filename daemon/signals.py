@@ -59,6 +59,11 @@ class SignalWatch:
     def exit_code_before_start(self) -> int:
         return INTERRUPTED if self.stopped_by is signal.SIGINT else 0
 
+    def stopped_before_start(self) -> int:
+        """The start was abandoned: say so; the exit code."""
+        self.log.info("worker_stopped", forced=False, before_start=True)
+        return self.exit_code_before_start
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
             task_status.started()
