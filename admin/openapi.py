@@ -236,13 +236,15 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                               "store": {"enum": ["ok", "down", "failing"]},
                               "store_error": {"type": "string"},
                               "dispatch": {"enum": ["streams", "polling", "down"]},
-                              "draining": {"type": "boolean"}}},
+                              "draining": {"type": "boolean"},
+                              "degraded": _NULLABLE_STR}},
                 "Status": {"type": "object", "required": [
                     "worker_id", "version", "mode", "concurrency", "in_flight", "draining",
                     "paused", "paused_queues", "uptime_s", "config_reloaded_at",
                     "pending_restart"], "properties": {
                     "worker_id": {"type": "string"}, "version": {"type": "string"},
                     "mode": {"enum": ["starting", "streams", "polling", "stopped"]},
+                    "degraded": _NULLABLE_STR,
                     "concurrency": {"type": "integer"}, "in_flight": {"type": "integer"},
                     "draining": {"type": "boolean"}, "drained": {"type": "boolean"},
                     "exit_when_drained": {"type": "boolean"}, "paused": {"type": "boolean"},

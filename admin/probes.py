@@ -44,6 +44,8 @@ def register(app: QuartTrio, daemon: Control) -> None:
             "store": "down" if not store_ok else "ok" if write_error is None else "failing",
             "dispatch": dispatch,
             "draining": daemon.draining,
+            # Ready but degraded: jobs run (polling) while Redis is down, and this says why.
+            "degraded": daemon.degraded,
         }
         if store_ok and write_error is not None:
             body["store_error"] = write_error

@@ -1,13 +1,17 @@
 """The ``gochatd`` command line: the parser, the dispatch and the one-line errors. Each
 subcommand's work is in ``gochatd.commands`` (and the modules those call).
 
-Exit codes: 0 success, 1 runtime error, 2 usage/config/input error (one line on stderr).
+Exit codes: 0 success, 1 runtime error, 2 usage/config/input error (one line on stderr);
+130 Ctrl-C; 141 (128 + SIGPIPE, as git and coreutils) when the reader of stdout went away
+(``gochatd jobs list | head -2``), quietly.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import select
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
@@ -255,11 +259,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        return _dispatch(parser, argv)
+        code = _dispatch(parser, argv)
+        sys.stdout.flush()  # inside the try: a reader gone shows here for short outputs
+        return code
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise
+        return _stdout_gone()
     except BaseExceptionGroup as group:
         leaves = _leaves(group)
         if any(isinstance(leaf, KeyboardInterrupt) for leaf in leaves):
             return _interrupted()
+        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves) and _stdout_reader_gone():
+            return _stdout_gone()
         ours = [leaf for leaf in leaves if isinstance(leaf, GochatdError)]
         if ours and len(ours) == len(leaves):
             # Several loops may trip over the same cause: the user's error is the news.
@@ -270,6 +282,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(exc)
     except KeyboardInterrupt:
         return _interrupted()
+
+
+#: The reader of stdout went away: the shell's code for a death by SIGPIPE.
+STDOUT_GONE = 141
+
+
+def _stdout_reader_gone() -> bool:
+    """stdout is a pipe or socket whose reader closed it (not some other broken pipe)."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _fd, events in poll.poll(0))
+    except (OSError, ValueError):
+        return False
+
+
+def _stdout_gone() -> int:
+    """``gochatd jobs list | head -2``: ``head`` has what it wanted and left. No traceback,
+    no line: stdout goes to /dev/null so the interpreter's last flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return STDOUT_GONE
 
 
 def _interrupted() -> int:

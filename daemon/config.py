@@ -8,6 +8,7 @@ and type, and takes its default from that table.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import socket
 import uuid
@@ -238,7 +239,24 @@ def load_settings(
 
 
 #: GOCHAT_* variables that are read elsewhere and are not config keys.
-_OTHER_ENV = frozenset({"GOCHAT_CONFIG", "GOCHAT_TEST_PG_DSN", "GOCHAT_TEST_REDIS_SERVER"})
+_OTHER_ENV = frozenset({"GOCHAT_CONFIG", "GOCHAT_TEST_PG_DSN", "GOCHAT_TEST_REDIS_SERVER",
+                        "GOCHAT_TEST_INSTALLED_VENV"})
+
+
+def unknown_env(settings: Settings) -> dict[str, str | None]:
+    """Each GOCHAT_* variable no setting reads (ignored), with the one it most likely
+    meant (``GOCHAT_WORKER_CONCURENCY`` -> ``GOCHAT_WORKER_CONCURRENCY``) or None. What
+    ``gochatd config check`` prints and the daemon warns about at start."""
+    names = settings.sources.get("_unknown_env")
+    known = [f.env for f in FIELDS]
+    return {name: next(iter(difflib.get_close_matches(name, known, n=1, cutoff=0.8)), None)
+            for name in (names.split(",") if names else [])}
+
+
+def unknown_env_text(unknown: Mapping[str, str | None]) -> str:
+    """``A (did you mean B?), C``: the unknown variables as one line reads them."""
+    return ", ".join(f"{name} (did you mean {close}?)" if close else name
+                     for name, close in unknown.items())
 
 
 def _plain(value: Any) -> Any:
@@ -259,4 +277,6 @@ __all__ = [
     "Settings",
     "load_settings",
     "read_config_file",
+    "unknown_env",
+    "unknown_env_text",
 ]

@@ -73,6 +73,11 @@ class Control:
     def mode(self) -> State:
         return self._lifecycle.mode
 
+    @property
+    def degraded(self) -> str | None:
+        """Why the daemon runs degraded (it polls while Redis is down), or None."""
+        return self._lifecycle.degraded
+
     # -- asking -----------------------------------------------------------------------------
 
     def drain(self, *, exit_when_drained: bool = False) -> None:
@@ -126,6 +131,7 @@ class Control:
             "worker_id": self.worker_id,
             "version": gochatd.__version__,
             "mode": lifecycle.mode.value,
+            "degraded": lifecycle.degraded,
             "concurrency": settings.worker_concurrency,
             "in_flight": len(self._jobs),
             "draining": lifecycle.draining,

@@ -84,6 +84,9 @@ class Lifecycle:
         self.drain_requested = False
         #: A drain that ends the process once no job is left (drain-and-exit).
         self.exit_when_drained = False
+        #: Why the daemon runs degraded (Redis down: it polls), or None; the intake sets it
+        #: (dispatch/outage.py), /readyz and /v1/status show it.
+        self.degraded: str | None = None
         #: A second stop request: interrupt the handlers without waiting out the grace.
         self.stop_now = False
         self.ready = trio.Event()

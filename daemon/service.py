@@ -1,7 +1,6 @@
 """The daemon: builds the components, starts them in one root nursery, and stops them.
 
-    root nursery
-     ├── signals         SIGTERM/SIGINT -> Lifecycle.request_stop; SIGHUP -> Reloader.reload
+    root nursery (inside: signal watcher + start scope > store, Redis, trio-asyncio loop)
      ├── finisher        batches fenced finishes, then XACKs          loops/finish.py
      ├── reaper          expired leases -> retrying/dead              loops/reap.py
      ├── retention       deletes old finished jobs in batches         loops/retention.py
@@ -34,14 +33,13 @@ closed by its owner (the pool) -> the finisher drains -> the admin server finish
 requests -> the root nursery is cancelled -> the last finish counts are flushed and this
 daemon's fleet row is removed (both shielded, bounded). A second stop skips what is left of the grace:
 handlers are interrupted at once and written back within ``STOP_NOW_S`` (exit 0; 1 if that
-bound ran out). A third cancels the root (exit 1).
+bound ran out). A third cancels the root (exit 1, within ``ABANDON_S``).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from functools import partial
 from typing import Any, Protocol
 
 import trio
@@ -86,7 +84,7 @@ from gochatd.retry import Backoff
 from gochatd.runner import RunPolicy
 from gochatd.runtimes import loop_for
 from gochatd.sdnotify import Notifier
-from gochatd.signals import start_unless_stopped, watch_signals
+from gochatd.signals import watching_signals
 from gochatd.store import RoutingStore, open_routed_store
 from gochatd.store.presence import require_schema, sqlite_file
 from gochatd.store.startup import open_until_connected
@@ -323,41 +321,43 @@ class Worker:
         return loops
 
     async def run(self, *, handle_signals: bool = False) -> int:
-        """Run until stopped. Returns the process exit code."""
-        written_back = False
-        async with contextlib.AsyncExitStack() as stack:
-            if not await start_unless_stopped(partial(stack.enter_async_context, self._resources()),
-                                              self.log, watch=handle_signals):
-                self.log.info("worker_stopped", forced=False, before_start=True)
-                return 0
-            self.log.info(
-                "worker_starting", database=mask_url(self.settings.database_url),
-                database_file=str(sqlite_file(self.settings.database_url) or "") or None,
-                redis=mask_url(self.settings.redis_url) or None,
-                concurrency=self.settings.worker_concurrency, queues=self.queues.queues,
-            )
-            # Before any claim: claims take only these handlers' types, and producers get their
-            # options (docs/job-types.md). Not reloadable (a restart publishes again).
-            await adopt_handlers(self.store, self.registry, self.http_handlers.routes,
-                                 self.worker_id, self.log)
-            async with trio.open_nursery() as root:
-                self.lifecycle.bind_root(root.cancel_scope)
-                if handle_signals:
-                    root.start_soon(watch_signals, self.lifecycle, self.reloader)
-                for loop in self._root_loops():
-                    await root.start(loop)
-                await self._start_servers(root)
-                await self.pool.serve([self.intake.run, self.capped_backlog.run])
-                written_back = await self._stop_rest(root)
-            if written_back and not self.counters["forced_stop"]:  # the last counts; this
-                await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
-                await self.fleet.remove()
-        # After the nursery: a forced stop cancels the root scope, so nothing in its body
-        # after the cancelled await runs.
+        """Run until stopped; the exit code. A stop signal before ``begin()`` cancels the
+        start scope, which holds the resources."""
+        written_back: bool | None = None  # None: stopped before it ran
+        async with (watching_signals(self.lifecycle, self.reloader, self.log,
+                                     enabled=handle_signals) as watch, self._resources()):
+            if watch.begin():
+                written_back = await self._serve()
+        if written_back is None:
+            return watch.stopped_before_start()
         forced = self.counters["forced_stop"] > 0 or not written_back
         self.lifecycle.finished()
         self.log.info("worker_stopped", forced=forced, stop_now=self.lifecycle.stop_now)
         return 1 if forced else 0
+
+    async def _serve(self) -> bool:
+        """The root nursery until it stops; False unless every last state was written."""
+        s = self.settings
+        self.log.info("worker_starting", database=mask_url(s.database_url),
+                      database_file=str(sqlite_file(s.database_url) or "") or None,
+                      redis=mask_url(s.redis_url) or None, concurrency=s.worker_concurrency,
+                      queues=self.queues.queues)
+        # Before any claim: claims take only these handlers' types, and producers get their
+        # options (docs/job-types.md). Not reloadable (a restart publishes again).
+        await adopt_handlers(self.store, self.registry, self.http_handlers.routes,
+                             self.worker_id, self.log)
+        written_back = False
+        async with trio.open_nursery() as root:
+            self.lifecycle.bind_root(root.cancel_scope)
+            for loop in self._root_loops():
+                await root.start(loop)
+            await self._start_servers(root)
+            await self.pool.serve([self.intake.run, self.capped_backlog.run])
+            written_back = await self._stop_rest(root)
+        if written_back and not self.counters["forced_stop"]:  # the last counts; this
+            await self.stats.flush_final()  # daemon leaves the fleet view (both bounded)
+            await self.fleet.remove()
+        return written_back
 
     async def _start_servers(self, root: trio.Nursery) -> None:
         if self.gateway is not None and self.settings.gateway_listen:

@@ -88,6 +88,11 @@ class RedisStreams:
                    block_s=settings.worker_redis_block_timeout_s,
                    cluster=settings.redis_cluster)
 
+    @property
+    def url(self) -> str:
+        """The server's URL, password included: mask it (``redact.mask_url``) to show it."""
+        return self._url
+
     def _slot(self, key: str) -> int:
         """The key's hash slot in a cluster; one server is one "slot"."""
         return slot_of(key) if self.cluster else 0

@@ -10,7 +10,9 @@ Polling mode claims due jobs straight from the database (``FOR UPDATE SKIP LOCKE
 ``BEGIN IMMEDIATE``), woken by local enqueues, database notifications and the next due time.
 While Redis is configured but down, or refusing writes (``maxmemory`` with ``noeviction``:
 reads work but no XADD arrives), the worker polls, probing Redis once a second, and
-returns to streams without a restart. Claimed jobs start in the pool (``start_jobs``).
+returns to streams without a restart; it says so (``dispatch/outage.py``: a warning with
+backoff, the error counter, the reason /readyz shows). Claimed jobs start in the pool
+(``start_jobs``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import trio
 from gochatd.config import Settings
 from gochatd.counters import Counters
 from gochatd.dispatch.entries import StreamEntry
+from gochatd.dispatch.outage import RedisOutage
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
 from gochatd.jobpool import JobPool
@@ -70,6 +73,8 @@ class Intake:
         self._counters = counters
         self._worker_id = worker_id
         self._log = get_logger(worker_id=worker_id)
+        self.outage = (RedisOutage(streams.url, counters=counters, worker_id=worker_id)
+                       if streams is not None else None)
 
     def reconfigure(self, settings: Settings) -> None:
         self.config = IntakeConfig.from_settings(settings)
@@ -83,16 +88,25 @@ class Intake:
                 try:
                     await self._consume(streams)
                 except DispatchUnavailable as exc:
-                    self._counters.transient_error("stream_read", exc)
+                    self._redis_failed(exc)
             self._lifecycle.dispatching(State.POLLING)
             await self._poll(until_streams=streams is not None)
 
     async def _streams_usable(self, streams: RedisStreams) -> bool:
         try:
             await streams.ensure_groups(self._queues.queues)
-        except DispatchUnavailable:
+        except DispatchUnavailable as exc:
+            self._redis_failed(exc)
             return False
+        if self.outage is not None:
+            self.outage.answered()
+            self._lifecycle.degraded = None
         return True
+
+    def _redis_failed(self, exc: DispatchUnavailable | str) -> None:
+        assert self.outage is not None
+        self.outage.failed(exc)
+        self._lifecycle.degraded = self.outage.degraded
 
     # -- streams ---------------------------------------------------------------------------
 
@@ -251,8 +265,10 @@ class Intake:
                 if self._streams.writes_refused:
                     await self._streams.check_writable()
                 return True
-            except DispatchUnavailable:
-                pass
+            except DispatchUnavailable as exc:
+                self._redis_failed(exc)
+                return False
+        self._redis_failed(f"no answer within {PROBE_TIMEOUT_S}s")
         return False
 
     async def poll_once(self, free: int) -> IntakeResult:

@@ -59,6 +59,7 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
         assert await admin.get("/healthz") == {"status": "ok"}
         assert await admin.get("/readyz") == {
             "status": "ready", "store": "ok", "dispatch": stack.mode, "draining": False,
+            "degraded": None,
         }
         status = await admin.status()
         assert status["worker_id"] == admin.worker.worker_id
@@ -122,6 +123,7 @@ async def test_local_pause_drain_and_resume(stack: Stack) -> None:
         assert not_ready.status_code == 503
         assert not_ready.json() == {
             "status": "not_ready", "store": "ok", "dispatch": stack.mode, "draining": True,
+            "degraded": None,
         }
         assert (await admin.status())["draining"] is True
         assert (await admin.post("/v1/resume"))["draining"] is False

@@ -1,17 +1,30 @@
-"""Fixtures for tests that run real ``gochatd`` processes."""
+"""Fixtures for tests that run real ``gochatd`` processes: the command of a non-editable
+install of this checkout (tests/support/installed.py), as a user runs it."""
 
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
 
+from tests.support import daemon_process, installed
 from tests.support.e2e_jobs import reset_executions
 
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
 
+@pytest.fixture(scope="session")
+def installed_gochatd() -> Path:
+    """``build/installed-venv/bin/gochatd``, built once per session."""
+    return installed.build()
+
+
+@pytest.fixture(autouse=True)
+def _use_installed_gochatd(installed_gochatd: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every process this tier starts (daemons, ``run_cli``) is the installed command."""
+    monkeypatch.setattr(daemon_process, "GOCHATD", str(installed_gochatd))
 
 
 @pytest.fixture

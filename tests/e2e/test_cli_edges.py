@@ -22,10 +22,10 @@ import pytest
 from gochatd.client import Client
 from gochatd.errors import StoreUnavailable
 from tests.support.daemon_process import (
-    GOCHATD,
     DaemonFactory,
     assert_clean,
     child_env,
+    gochatd_command,
     run_cli,
 )
 from tests.support.redis_server import free_port
@@ -67,8 +67,8 @@ def _one_line(result: subprocess.CompletedProcess[str], code: int, expect: str) 
     ],
     ids=["refused", "no-database", "no-role"],
 )
-@pytest.mark.parametrize("command", [["jobs", "list"], ["enqueue", "sys:noop"]],
-                         ids=["list", "enqueue"])
+@pytest.mark.parametrize("command", [["jobs", "list"], ["enqueue", "sys:noop"], ["db", "upgrade"]],
+                         ids=["list", "enqueue", "db-upgrade"])
 def test_unreachable_postgres_is_one_line_exit_1(
     tmp_path: Path, url: str, expect: str, command: list[str]
 ) -> None:
@@ -112,7 +112,7 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
     with _silent_server() as (listener, port):
         url = f"postgresql://root:{SECRET}@127.0.0.1:{port}/test"
         proc = subprocess.Popen(
-            [GOCHATD, *command, "--database-url", url], env=child_env(), cwd=tmp_path,
+            [gochatd_command(), *command, "--database-url", url], env=child_env(), cwd=tmp_path,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=_default_sigint,
         )
@@ -127,7 +127,11 @@ def test_ctrl_c_while_waiting_for_postgres(tmp_path: Path, command: list[str]) -
             proc.communicate(timeout=10)  # closes the pipes, also after a timed-out wait
     assert proc.returncode == 130, (proc.returncode, err)
     assert out == ""
-    assert err.splitlines() in ([], ["gochatd: interrupted"]), err
+    if command == ["serve"]:  # the daemon's signal watcher: its log says why it stopped
+        events = [json.loads(line)["event"] for line in err.splitlines()]
+        assert events == ["stop_requested_while_starting", "worker_stopped"], err
+    else:
+        assert err.splitlines() in ([], ["gochatd: interrupted"]), err
     assert SECRET not in err
 
 
@@ -226,7 +230,7 @@ def test_sigterm_while_a_silent_postgres_holds_the_connect(tmp_path: Path) -> No
     with _silent_server() as (listener, port):
         url = f"postgresql://root:{SECRET}@127.0.0.1:{port}/test"
         proc = subprocess.Popen(
-            [GOCHATD, "serve", "--database-url", url], env=child_env(), cwd=tmp_path,
+            [gochatd_command(), "serve", "--database-url", url], env=child_env(), cwd=tmp_path,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         try:

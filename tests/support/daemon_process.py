@@ -20,7 +20,15 @@ T = TypeVar("T")
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 _BIN = Path(sys.executable).parent / "gochatd"
+#: The ``gochatd`` these helpers start, read when each one starts: the test virtualenv's
+#: (editable) by default; tests/e2e switch it to a non-editable install of the checkout
+#: (tests/support/installed.py), the command a user runs.
 GOCHATD = str(_BIN) if _BIN.exists() else (shutil.which("gochatd") or "gochatd")
+
+
+def gochatd_command() -> str:
+    """The ``gochatd`` in use now (``GOCHATD`` as the running tier set it)."""
+    return GOCHATD
 
 #: Strings that must never show up in a daemon's or the CLI's output.
 FORBIDDEN_OUTPUT = ("Traceback", "ClosedResourceError")
