@@ -18,7 +18,8 @@ from typing import IO, Any
 
 import psycopg
 
-from benchmarks.bench.budget_env import PROBE, Servers, free_port
+from benchmarks.bench.budget_env import PROBE, Servers
+from benchmarks.chaos.redis_server import free_port
 from gochatd.errors import GochatdError
 
 REPO = Path(__file__).resolve().parents[2]
