@@ -144,6 +144,7 @@ async def test_readyz_says_why_while_the_store_refuses_writes(stack: Stack) -> N
         assert failing.json() == {
             "status": "not_ready", "store": "failing", "dispatch": stack.mode,
             "draining": False, "store_error": "finish: postgres unavailable: DiskFull",
+            "degraded": None,
         }
         assert await admin.get("/healthz") == {"status": "ok"}
 

@@ -103,7 +103,9 @@ def test_dead_job_detail_and_retry(dash: Dash) -> None:
     dash.open_job(row, job_id)
     expect(dash.testid("detail-status")).to_have_text("dead")
     expect(dash.testid("detail-error-class")).to_have_text("non_retryable")
-    expect(dash.testid("detail-last-error")).to_contain_text("NonRetryable")
+    # The class is error_class (non_retryable); last_error is the message alone (issue 23 #13).
+    expect(dash.testid("detail-last-error")).to_have_text(
+        "first attempt fails on purpose (marker fail-once.marker created)")
     expect(dash.testid("detail-cancel")).to_be_hidden()  # dead jobs cannot be cancelled
     expect(dash.testid("detail-discard")).to_be_hidden()
     expect(dash.testid("detail-run-now")).to_be_hidden()
