@@ -24,7 +24,6 @@ from gochatd.store.queries import (
 
 DIALECTS = ("postgres", "sqlite")
 BEFORE = Path(__file__).parent / "data" / "queries_before_scope_markers"
-LIVE = Path(__file__).resolve().parents[2] / "sql"
 
 
 def normalised(sql: str) -> str:
@@ -59,18 +58,6 @@ def test_the_scoped_set_is_the_plain_set_with_markers_expanded(dialect: str) -> 
     for name, sql in scoped.items():
         assert "/*" not in sql, f"scoped {name} keeps a marker"
         assert "scope_only" in sql and "scope_tenants" in sql, f"scoped {name} has no scope"
-
-
-@pytest.mark.parametrize("dialect", DIALECTS)
-def test_the_live_files_are_todays_files(dialect: str) -> None:
-    """While queries_scoped.sql still exists: the plain set is today's, exactly, and the
-    expansion is today's scoped twin for every name."""
-    assert load_queries(dialect) == frozen(dialect, "queries.sql")
-    today = parse_queries((LIVE / dialect / "queries_scoped.sql").read_text("utf-8"))
-    scoped = load_scoped_queries(dialect)
-    assert set(scoped) == set(today)
-    for name, sql in today.items():
-        assert normalised(scoped[name]) == normalised(sql), name
 
 
 @pytest.mark.parametrize(("marked", "plain", "scoped"), [
