@@ -6,8 +6,9 @@ database and the destinations); each must claim, reap, dispatch, count and finis
 tenants routed to it, even though the home database still holds the moved tenants' rows.
 A store whose scope is every tenant (``ALL``: always, outside a move) runs the plain
 ``sql/<dialect>/queries.sql``, with no tenant clause at all. Any other scope switches it to
-``queries_scoped.sql`` laid over the plain set: the same names, each with the clause, and
-two more parameters, ``scope_only`` and ``scope_tenants``.
+the scoped set laid over the plain one: the same names, each query that acts across tenants
+with its scope marker expanded into the clause (store/queries.py ``load_scoped_queries``),
+and two more parameters, ``scope_only`` and ``scope_tenants``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from functools import cache
 from typing import Any
 
 from gochatd.runnable import ANY_TYPE, RunnableTypes
-from gochatd.store.queries import load_queries
+from gochatd.store.queries import load_queries, load_scoped_queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +80,7 @@ class QuerySet:
 
 @cache
 def _scoped_sql(dialect: str) -> Mapping[str, str]:
-    plain = load_queries(dialect)
-    scoped = load_queries(dialect, "queries_scoped.sql")
-    unknown = set(scoped) - set(plain)
-    if unknown:
-        raise ValueError(f"queries_scoped.sql has no plain twin for {sorted(unknown)}")
-    return {**plain, **scoped}
+    return {**load_queries(dialect), **load_scoped_queries(dialect)}
 
 
 def query_set(dialect: str, scope: TenantScope,

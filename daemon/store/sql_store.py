@@ -2,7 +2,7 @@
 
 A backend supplies how to run a named query (``_read``/``_write``), how to pass a list
 (PostgreSQL arrays, SQLite JSON) and how to decode a job row; the SQL itself lives in
-``sql/<dialect>/queries.sql`` (and ``queries_scoped.sql``) under the same names.
+``sql/<dialect>/queries.sql`` (plain or scoped, store/scope.py) under the same names.
 """
 
 from __future__ import annotations

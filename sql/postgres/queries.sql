@@ -2,8 +2,16 @@
 -- "-- name: <name>" and runs as written with psycopg's %(name)s parameters: paste it
 -- into psql with the parameters filled in. Queries return the columns JOB_COLUMNS /
 -- OUTBOX_COLUMNS (store/queries.py) decode, in that order.
--- A database serving only some tenants (a live move, docs/migrate.md) runs the same
--- names from queries_scoped.sql instead, which add the tenant-scope clause.
+-- A database serving only some tenants (a live move, docs/migrate.md) runs the scoped set:
+-- each query that acts across tenants marks the place of the tenant scope with a comment,
+-- /* AND scope */, /* AND scope(j) */ (on j.tenant_id) or /* WHERE scope */, alone on its line
+-- or inside one. Pasted as is, the marker is a comment and the query is the plain one; the
+-- loader (store/queries.py) drops the markers for the plain set and expands them once into
+-- the scoped set (docs/schema.md, "The scoped set"), two more parameters and the clause
+--   (CASE WHEN %(scope_only)s::bool THEN tenant_id = ANY(%(scope_tenants)s::text[])
+--         ELSE tenant_id <> ALL(%(scope_tenants)s::text[]) END)
+-- one CASE, so that it stays a plain filter: the indexes a query uses without it are the
+-- ones it uses with it.
 
 -- name: enqueue_job
 -- queue and max_attempts left out (NULL): the values a daemon published for the type
@@ -100,6 +108,7 @@ WHERE j.id = claimed.id
   AND j.scheduled_at <= now()
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
        OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+  /* AND scope */
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
        j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
@@ -132,6 +141,7 @@ WHERE j.id = claimed.id
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
        OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
   AND j.queue <> ALL (ARRAY(SELECT queue FROM mixed))
+  /* AND scope */
 RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priority, j.attempts,
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
        j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
@@ -166,6 +176,7 @@ WITH RECURSIVE priorities(p) AS (
           AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
                OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
+          /* AND scope */
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
@@ -208,6 +219,7 @@ WITH done AS (
                 %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
          AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
     WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+      /* AND scope */
     RETURNING j.id, j.fence, j.locked_at, j.locked_by, j.error_class, j.last_error,
               CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
 ), recorded AS (
@@ -228,6 +240,7 @@ UPDATE background_jobs AS j
 SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS u(id, fence)
 WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status = 'running'
+  /* AND scope */
 RETURNING j.id, j.cancel_requested;
 
 -- name: reap_expired_leases
@@ -243,6 +256,7 @@ WITH expired AS MATERIALIZED (
                                              '-infinity'))
            OR (id > %(created_after_id)s AND lease_expires_at < now())
            OR lease_expires_at IS NULL)
+      /* AND scope */
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 ), reaped AS (
     UPDATE background_jobs
@@ -280,6 +294,7 @@ WITH due AS MATERIALIZED (
       AND queue = ANY(%(queues)s::text[])
       AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
            OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+      /* AND scope */
     ORDER BY scheduled_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -300,6 +315,7 @@ WITH stale AS MATERIALIZED (
       AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
       AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
                                     '-infinity')
+      /* AND scope */
     ORDER BY dispatched_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -315,14 +331,16 @@ FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue = ANY(%(queues)s::text[])
   AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
-       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]));
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+  /* AND scope */;
 
 -- name: next_due_in_s
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
   AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
-       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]));
+       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+  /* AND scope */;
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -331,12 +349,13 @@ SELECT coalesce(max(id), 0) FROM background_jobs;
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
-       traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s;
+       traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s /* AND scope */;
 
 -- name: get_job_states
 -- The finisher, after a write it retried: each job's fence and status for the ids of one
 -- batch (did the first attempt commit?), one query for the batch.
-SELECT id, fence, status FROM background_jobs WHERE id = ANY(%(ids)s::bigint[]);
+SELECT id, fence, status FROM background_jobs WHERE id = ANY(%(ids)s::bigint[])
+  /* AND scope */;
 
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
@@ -356,6 +375,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
   AND id > coalesce(%(search_after_id)s::bigint, 0)
   AND id > coalesce(%(after_id)s::bigint, 0)
+  /* AND scope */
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -375,6 +395,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
   AND id > coalesce(%(search_after_id)s::bigint, 0)
   AND id < coalesce(%(after_id)s::bigint, 9223372036854775807)
+  /* AND scope */
 ORDER BY id DESC
 LIMIT %(limit)s;
 
@@ -396,6 +417,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND status IN ('queued', 'retrying') AND scheduled_at > now()
   AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))
+  /* AND scope */
 ORDER BY scheduled_at, id
 LIMIT %(limit)s;
 
@@ -403,18 +425,21 @@ LIMIT %(limit)s;
 -- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
 -- queues' delayed column does; a retrying job counts under retrying only).
 SELECT count(*) FROM background_jobs
-WHERE status = 'queued' AND scheduled_at > now();
+WHERE status = 'queued' AND scheduled_at > now()
+  /* AND scope */;
 
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
 SELECT count(*) FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND scheduled_at > now();
+WHERE status IN ('queued', 'retrying') AND scheduled_at > now()
+  /* AND scope */;
 
 -- name: requeue_job
 UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = %(id)s AND status IN ('dead', 'cancelled')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -425,6 +450,7 @@ UPDATE background_jobs
 SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
     dispatched_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status IN ('queued', 'retrying')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -432,14 +458,14 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 
 -- name: request_cancel_running_job
 UPDATE background_jobs SET cancel_requested = true, updated_at = now()
-WHERE id = %(id)s AND status = 'running'
+WHERE id = %(id)s AND status = 'running' /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
        traceparent, cancel_requested;
 
 -- name: count_jobs_by_status
-SELECT status, count(*) FROM background_jobs GROUP BY status;
+SELECT status, count(*) FROM background_jobs /* WHERE scope */ GROUP BY status;
 
 -- name: pause_queue
 INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (%(queue)s, %(by)s)
@@ -465,6 +491,7 @@ SELECT queue,
            WHERE status IN ('queued', 'retrying') AND scheduled_at <= now())))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')
+  /* AND scope */
 GROUP BY queue;
 
 -- name: requeue_dead_jobs
@@ -475,6 +502,7 @@ WITH picked AS MATERIALIZED (
       AND (%(queue)s::text IS NULL OR queue = %(queue)s)
       AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
       AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
+      /* AND scope */
     ORDER BY id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -548,6 +576,7 @@ WITH doomed AS MATERIALIZED (
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND status = %(status)s
       AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+      /* AND scope */
     ORDER BY updated_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -561,7 +590,8 @@ RETURNING j.id;
 SELECT count(*) FROM background_jobs
 WHERE status IN ('completed', 'dead', 'cancelled')
   AND status = %(status)s
-  AND updated_at < now() - make_interval(secs => %(older_than_s)s);
+  AND updated_at < now() - make_interval(secs => %(older_than_s)s)
+  /* AND scope */;
 
 -- ---------------------------------------------------------------------------------------
 -- Reply outbox (daemon/outbox/store.py, daemon/outbox/loop.py).
@@ -588,6 +618,7 @@ WITH done AS (
                 %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
          AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
     WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+      /* AND scope */
     RETURNING j.id, j.tenant_id, j.status, j.fence, j.locked_at, j.locked_by, j.error_class,
               j.last_error, CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
 ), recorded AS (
@@ -618,6 +649,7 @@ WITH picked AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'pending' AND next_attempt_at <= now()
       AND channel = ANY(%(channels)s::text[])
+      /* AND scope */
     ORDER BY next_attempt_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -638,6 +670,7 @@ UPDATE reply_outbox
 SET status = 'sent', sent_at = now(), provider_message_id = %(provider_message_id)s,
     error_class = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  /* AND scope */
 RETURNING (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM created_at))::float8;
 
 -- name: retry_outbox
@@ -645,18 +678,21 @@ UPDATE reply_outbox
 SET status = 'pending', next_attempt_at = now() + make_interval(secs => %(delay_s)s),
     error_class = %(error_class)s, lease_owner = NULL, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  /* AND scope */
 RETURNING id;
 
 -- name: fail_outbox
 UPDATE reply_outbox
 SET status = 'dead', error_class = %(error_class)s, lease_expires_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status = 'sending' AND lease_owner = %(owner)s AND attempts = %(attempt)s
+  /* AND scope */
 RETURNING id;
 
 -- name: reap_outbox_leases
 WITH expired AS MATERIALIZED (
     SELECT id FROM reply_outbox
     WHERE status = 'sending' AND (lease_expires_at < now() OR lease_expires_at IS NULL)
+      /* AND scope */
     ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
 )
 UPDATE reply_outbox AS o
@@ -670,7 +706,7 @@ RETURNING o.id;
 -- name: get_outbox
 SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
        next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
-       created_at, updated_at, sent_at FROM reply_outbox WHERE id = %(id)s;
+       created_at, updated_at, sent_at FROM reply_outbox WHERE id = %(id)s /* AND scope */;
 
 -- name: list_outbox
 SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
@@ -680,6 +716,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(channel)s::text IS NULL OR channel = %(channel)s)
   AND (%(after_id)s::bigint IS NULL OR id > %(after_id)s)
+  /* AND scope */
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -688,7 +725,7 @@ LIMIT %(limit)s;
 UPDATE reply_outbox
 SET status = 'pending', attempts = 0, next_attempt_at = now(), lease_owner = NULL,
     lease_expires_at = NULL, updated_at = now()
-WHERE id = %(id)s AND status = 'dead'
+WHERE id = %(id)s AND status = 'dead' /* AND scope */
 RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
        next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
        created_at, updated_at, sent_at;
@@ -699,13 +736,14 @@ SELECT status, count(*),
        (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(created_at)))::float8
 FROM reply_outbox
 WHERE status IN ('pending', 'sending', 'dead')
+  /* AND scope */
 GROUP BY status;
 
 -- name: full_tenants
 SELECT l.tenant_id
 FROM unnest(%(tenants)s::text[], %(limits)s::int[]) AS l(tenant_id, max_running)
 WHERE (SELECT count(*) FROM background_jobs j
-       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id) >= l.max_running;
+       WHERE j.status = 'running' AND j.tenant_id = l.tenant_id /* AND scope */) >= l.max_running;
 
 -- name: pick_due_job_ids
 -- claim_due_jobs' choice without the claim (tenants already at their cap left out).
@@ -731,6 +769,7 @@ WITH RECURSIVE priorities(p) AS (
           AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
                OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id <> ALL(%(full)s::text[])
+          /* AND scope */
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
     WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
@@ -741,6 +780,7 @@ LIMIT %(limit)s;
 -- name: limited_tenants_of_jobs
 SELECT DISTINCT tenant_id FROM background_jobs
 WHERE id = ANY(%(ids)s::bigint[]) AND tenant_id = ANY(%(tenants)s::text[])
+  /* AND scope */
 ORDER BY tenant_id;
 
 -- name: lock_tenant_claims
@@ -749,12 +789,13 @@ SELECT pg_advisory_xact_lock(1735355500, hashtext(%(tenant_id)s));
 -- name: free_queue_slots
 -- Each capped queue (worker.queue_limits) and its room: max_running minus its running jobs.
 SELECT l.queue, l.max_running - (SELECT count(*) FROM background_jobs j
-                                 WHERE j.status = 'running' AND j.queue = l.queue)
+                                 WHERE j.status = 'running' AND j.queue = l.queue /* AND scope(j) */)
 FROM unnest(%(queues)s::text[], %(limits)s::int[]) AS l(queue, max_running);
 
 -- name: capped_queues_of_jobs
 SELECT DISTINCT queue FROM background_jobs
 WHERE id = ANY(%(ids)s::bigint[]) AND queue = ANY(%(queues)s::text[])
+  /* AND scope */
 ORDER BY queue;
 
 -- name: lock_queue_claims
@@ -777,6 +818,7 @@ WITH limits AS (
       AND scheduled_at <= now()
       AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
            OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+      /* AND scope */
     FOR UPDATE SKIP LOCKED
 ), leveled AS (  -- the top level: per queue, the highest priority among the candidates
     SELECT id, tenant_id, queue, scheduled_at,
@@ -800,7 +842,7 @@ WITH limits AS (
     SELECT r.id FROM queue_ranked r LEFT JOIN queue_limits l ON l.queue = r.queue
     WHERE l.max_running IS NULL
        OR r.rn <= l.max_running - (SELECT count(*) FROM background_jobs x
-                                   WHERE x.status = 'running' AND x.queue = r.queue)
+                                   WHERE x.status = 'running' AND x.queue = r.queue /* AND scope(x) */)
 )
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
@@ -843,6 +885,7 @@ WITH RECURSIVE priorities(queue, p) AS (
           AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
                OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND b.tenant_id = ANY(%(open)s::text[])
+          /* AND scope(b) */
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s) AS h
     WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
@@ -852,7 +895,7 @@ ORDER BY least(aged, max(priority) OVER (PARTITION BY queue)) DESC, scheduled_at
 LIMIT %(limit)s;
 
 -- name: running_by_tenant
-SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running'
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' /* AND scope */
 GROUP BY tenant_id;
 
 -- name: database_now
@@ -923,6 +966,7 @@ SELECT job_type, queue, count(*),
        (EXTRACT(EPOCH FROM now()) - EXTRACT(EPOCH FROM min(scheduled_at)))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND scheduled_at <= now()
+  /* AND scope */
 GROUP BY job_type, queue;
 
 -- name: add_job_counts
@@ -1023,6 +1067,7 @@ FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT %(limit)s;
 -- job's reply_outbox rows stay: replies a completion wrote are messages of their own.
 DELETE FROM background_jobs
 WHERE id = %(id)s AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -1034,6 +1079,7 @@ UPDATE background_jobs
 SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
     failed_at = now(), dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = %(id)s AND status IN ('queued', 'retrying')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -1045,6 +1091,7 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 UPDATE background_jobs
 SET scheduled_at = now(), dispatched_at = NULL, updated_at = now()
 WHERE id = %(id)s AND status IN ('queued', 'retrying') AND scheduled_at > now()
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -1062,6 +1109,7 @@ WHERE status = ANY(%(statuses)s::text[])
   AND (%(tenant_id)s::text IS NULL OR tenant_id = %(tenant_id)s)
   AND (%(job_type)s::text IS NULL OR job_type = %(job_type)s)
   AND id > %(after_id)s
+  /* AND scope */
 ORDER BY id
 LIMIT %(limit)s;
 
@@ -1073,6 +1121,7 @@ SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('dead', 'cancelled')
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;
 
 -- name: cancel_waiting_jobs
@@ -1083,6 +1132,7 @@ SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by 
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying')
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;
 
 -- name: request_cancel_running_jobs
@@ -1094,6 +1144,7 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('running')
   AND NOT cancel_requested
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;
 
 -- name: delete_jobs
@@ -1102,6 +1153,7 @@ DELETE FROM background_jobs
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;
 
 -- name: discard_jobs
@@ -1112,6 +1164,7 @@ SET status = 'dead', error_class = 'discarded', last_error = 'discarded by opera
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying')
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;
 
 -- name: run_jobs_now
@@ -1122,4 +1175,5 @@ WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying')
   AND scheduled_at > now()
   AND (%(status)s::text IS NULL OR status = %(status)s)
+  /* AND scope */
 RETURNING id;

@@ -2,10 +2,19 @@
 -- "-- name: <name>" and runs as written with sqlite3's :name parameters. The clock is
 -- ((julianday('now') - 2440587.5) * 86400.0): epoch seconds, millisecond precision.
 -- Lists arrive as JSON arrays. Queries return the columns JOB_COLUMNS / OUTBOX_COLUMNS
--- (store/queries.py) decode, in that order. Nothing here numbers rows for change tracking:
+-- (store/queries.py) decode, in that order. The plain set numbers no rows for change tracking:
 -- it is off until a move starts (migrations 0007, 0010), and then its triggers number them.
--- A database serving only some tenants (a live move, docs/migrate.md) runs the same
--- names from queries_scoped.sql instead, which add the tenant-scope clause.
+-- A database serving only some tenants (a live move, docs/migrate.md) runs the scoped set:
+-- each query that acts across tenants marks the place of the tenant scope with a comment,
+-- /* AND scope */, /* AND scope(j) */ (on j.tenant_id) or /* WHERE scope */, alone on its line
+-- or inside one. Pasted as is, the marker is a comment and the query is the plain one; the
+-- loader (store/queries.py) drops the markers for the plain set and expands them once into
+-- the scoped set (docs/schema.md, "The scoped set"), two more parameters and the clause
+--   ((tenant_id IN (SELECT value FROM json_each(:scope_tenants))) = :scope_only)
+-- compared as a value, not a bare IN, so that the planner never takes it for an index term.
+-- /* next_change */ marks, in a scoped write, where it numbers the row for the move's change
+-- tracking itself (", change_seq = <counter + 1>", migration 0007) instead of leaving it to
+-- the triggers.
 
 -- name: enqueue_job
 -- queue and max_attempts left out (NULL): the values a daemon published for the type, else
@@ -78,13 +87,14 @@ RETURNING id;
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
   AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
        OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -97,7 +107,7 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -112,6 +122,7 @@ WHERE id IN (SELECT value FROM json_each(:ids))
          OR EXISTS (SELECT 1 FROM background_jobs AS b
                     WHERE b.queue = q.value AND b.status IN ('queued', 'retrying')
                       AND b.priority < 0))
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -130,7 +141,7 @@ WITH RECURSIVE priorities(p) AS (
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
   ON b.id IN (SELECT h.id FROM background_jobs AS h
               WHERE h.queue = :queue AND h.status IN ('queued', 'retrying')
@@ -140,6 +151,7 @@ WHERE id IN (SELECT b.id FROM priorities JOIN background_jobs AS b
                                 WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND (h.dispatched_at IS NOT NULL OR NOT :dispatched_only)
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
+                /* AND scope */
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
 ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
@@ -165,7 +177,7 @@ SET status = u.status,
                        THEN u.error_class END,  -- a completion clears the error
     last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
                       THEN u.last_error END,
-    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS owner,
              json_extract(value, '$[2]') AS fence, json_extract(value, '$[3]') AS status,
              CAST(json_extract(value, '$[4]') AS REAL) AS delay_s,
@@ -176,15 +188,17 @@ FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS o
 -- row up by id (via the status index it would scan every running row once per batch item).
 WHERE background_jobs.id = u.id AND +background_jobs.status = 'running'
   AND background_jobs.locked_by = u.owner AND background_jobs.fence = u.fence
+  /* AND scope */
 RETURNING background_jobs.id;
 
 -- name: extend_leases
 UPDATE background_jobs
-SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s
+SET lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s /* next_change */
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS fence
       FROM json_each(:leases)) AS u
 WHERE background_jobs.id = u.id AND background_jobs.fence = u.fence
   AND background_jobs.locked_by = :owner AND +background_jobs.status = 'running'
+  /* AND scope */
 RETURNING background_jobs.id, background_jobs.cancel_requested;
 
 -- name: reap_expired_leases
@@ -196,18 +210,19 @@ SET status = CASE WHEN cancel_requested THEN 'cancelled'
     error_class = 'lease_expired',
     last_error = 'lease expired while running: the worker stopped heartbeating',
     scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), lease_expires_at = NULL, dispatched_at = NULL,
-    cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (SELECT id FROM background_jobs
              WHERE status = 'running'
                AND ((lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0)
                      AND lease_expires_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :expired_within_s, -1e308))
                     OR (id > :created_after_id AND lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0))
                     OR lease_expires_at IS NULL)
+               /* AND scope */
              ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id, status, fence;
 
 -- name: dispatch_due_jobs
-UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0)
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -215,12 +230,13 @@ WHERE id IN (
       AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
            OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                       WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+      /* AND scope */
     ORDER BY scheduled_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
 
 -- name: redispatch_stale_jobs
-UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0)
+UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (
     SELECT id FROM background_jobs
     WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
@@ -229,6 +245,7 @@ WHERE id IN (
                       WHERE substr(job_type, 1, length(tp.value)) = tp.value))
       AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
       AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
+      /* AND scope */
     ORDER BY dispatched_at, id
     LIMIT :limit)
 RETURNING id, job_type, queue, tenant_id;
@@ -240,7 +257,8 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   AND queue IN (SELECT value FROM json_each(:queues))
   AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
        OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
-                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+  /* AND scope */;
 
 -- name: next_due_in_s
 SELECT min(scheduled_at) - ((julianday('now') - 2440587.5) * 86400.0)
@@ -248,7 +266,8 @@ FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each(:queues))
   AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
        OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
-                  WHERE substr(job_type, 1, length(tp.value)) = tp.value));
+                  WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+  /* AND scope */;
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
@@ -257,13 +276,14 @@ SELECT coalesce(max(id), 0) FROM background_jobs;
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
-       traceparent, cancel_requested FROM background_jobs WHERE id = :id;
+       traceparent, cancel_requested FROM background_jobs WHERE id = :id /* AND scope */;
 
 -- name: get_job_states
 -- The finisher, after a write it retried: each job's fence and status for the ids of one
 -- batch (did the first attempt commit?), one query for the batch.
 SELECT id, fence, status FROM background_jobs
-WHERE id IN (SELECT value FROM json_each(:ids));
+WHERE id IN (SELECT value FROM json_each(:ids))
+  /* AND scope */;
 
 -- name: list_jobs
 -- Oldest first (the CLI's default), after the cursor id. :pattern is the search text
@@ -283,6 +303,7 @@ WHERE (:status IS NULL OR status = :status)
        OR payload LIKE :pattern ESCAPE '\')
   AND id > coalesce(:search_after_id, 0)
   AND id > coalesce(:after_id, 0)
+  /* AND scope */
 ORDER BY id
 LIMIT :limit;
 
@@ -302,6 +323,7 @@ WHERE (:status IS NULL OR status = :status)
        OR payload LIKE :pattern ESCAPE '\')
   AND id > coalesce(:search_after_id, 0)
   AND id < coalesce(:after_id, 9223372036854775807)
+  /* AND scope */
 ORDER BY id DESC
 LIMIT :limit;
 
@@ -323,6 +345,7 @@ WHERE (:status IS NULL OR status = :status)
   AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   AND (:after_id IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = :after_id))
+  /* AND scope */
 ORDER BY scheduled_at, id
 LIMIT :limit;
 
@@ -330,18 +353,21 @@ LIMIT :limit;
 -- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
 -- queues' delayed column does; a retrying job counts under retrying only).
 SELECT count(*) FROM background_jobs
-WHERE status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0);
+WHERE status = 'queued' AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  /* AND scope */;
 
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
 SELECT count(*) FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0);
+WHERE status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  /* AND scope */;
 
 -- name: requeue_job
 UPDATE background_jobs
 SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status IN ('dead', 'cancelled')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -352,6 +378,7 @@ UPDATE background_jobs
 SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by operator',
     dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status IN ('queued', 'retrying')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -359,14 +386,14 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 
 -- name: request_cancel_running_job
 UPDATE background_jobs SET cancel_requested = 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
-WHERE id = :id AND status = 'running'
+WHERE id = :id AND status = 'running' /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
        traceparent, cancel_requested;
 
 -- name: count_jobs_by_status
-SELECT status, count(*) FROM background_jobs GROUP BY status;
+SELECT status, count(*) FROM background_jobs /* WHERE scope */ GROUP BY status;
 
 -- name: pause_queue
 INSERT INTO gochatd_queue_pauses (queue, paused_by) VALUES (:queue, :by)
@@ -392,6 +419,7 @@ SELECT queue,
                         THEN scheduled_at END)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying', 'running', 'dead')
+  /* AND scope */
 GROUP BY queue;
 
 -- name: requeue_dead_jobs
@@ -404,6 +432,7 @@ WHERE id IN (
       AND (:queue IS NULL OR queue = :queue)
       AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
       AND (:job_type IS NULL OR job_type = :job_type)
+      /* AND scope */
     ORDER BY id
     LIMIT :limit)
 RETURNING id;
@@ -417,6 +446,7 @@ WHERE id IN (
     WHERE status IN ('completed', 'dead', 'cancelled')
       AND status = :status
       AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+      /* AND scope */
     ORDER BY updated_at
     LIMIT :limit)
 RETURNING id;
@@ -425,7 +455,8 @@ RETURNING id;
 SELECT count(*) FROM background_jobs
 WHERE status IN ('completed', 'dead', 'cancelled')
   AND status = :status
-  AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s;
+  AND updated_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+  /* AND scope */;
 
 -- ---------------------------------------------------------------------------------------
 -- Reply outbox (daemon/outbox/store.py, daemon/outbox/loop.py).
@@ -451,6 +482,7 @@ WHERE id IN (
     SELECT id FROM reply_outbox
     WHERE status = 'pending' AND next_attempt_at <= ((julianday('now') - 2440587.5) * 86400.0)
       AND channel IN (SELECT value FROM json_each(:channels))
+      /* AND scope */
     ORDER BY next_attempt_at, id
     LIMIT :limit)
 RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
@@ -462,6 +494,7 @@ UPDATE reply_outbox
 SET status = 'sent', sent_at = ((julianday('now') - 2440587.5) * 86400.0), provider_message_id = :provider_message_id,
     error_class = NULL, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  /* AND scope */
 RETURNING ((julianday('now') - 2440587.5) * 86400.0) - created_at;
 
 -- name: retry_outbox
@@ -469,12 +502,14 @@ UPDATE reply_outbox
 SET status = 'pending', next_attempt_at = ((julianday('now') - 2440587.5) * 86400.0) + :delay_s, error_class = :error_class,
     lease_owner = NULL, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  /* AND scope */
 RETURNING id;
 
 -- name: fail_outbox
 UPDATE reply_outbox
 SET status = 'dead', error_class = :error_class, lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status = 'sending' AND lease_owner = :owner AND attempts = :attempt
+  /* AND scope */
 RETURNING id;
 
 -- name: reap_outbox_leases
@@ -485,13 +520,14 @@ SET status = CASE WHEN attempts >= :max_attempts THEN 'dead' ELSE 'pending' END,
 WHERE id IN (
     SELECT id FROM reply_outbox
     WHERE status = 'sending' AND (lease_expires_at < ((julianday('now') - 2440587.5) * 86400.0) OR lease_expires_at IS NULL)
+      /* AND scope */
     ORDER BY lease_expires_at LIMIT :limit)
 RETURNING id;
 
 -- name: get_outbox
 SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
        next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
-       created_at, updated_at, sent_at FROM reply_outbox WHERE id = :id;
+       created_at, updated_at, sent_at FROM reply_outbox WHERE id = :id /* AND scope */;
 
 -- name: list_outbox
 SELECT id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
@@ -501,6 +537,7 @@ WHERE (:status IS NULL OR status = :status)
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:channel IS NULL OR channel = :channel)
   AND (:after_id IS NULL OR id > :after_id)
+  /* AND scope */
 ORDER BY id
 LIMIT :limit;
 
@@ -508,7 +545,7 @@ LIMIT :limit;
 UPDATE reply_outbox
 SET status = 'pending', attempts = 0, next_attempt_at = ((julianday('now') - 2440587.5) * 86400.0), lease_owner = NULL,
     lease_expires_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
-WHERE id = :id AND status = 'dead'
+WHERE id = :id AND status = 'dead' /* AND scope */
 RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, attempts,
        next_attempt_at, lease_owner, lease_expires_at, provider_message_id, error_class,
        created_at, updated_at, sent_at;
@@ -517,12 +554,13 @@ RETURNING id, tenant_id, job_id, channel, recipient, body, dedupe_key, status, a
 SELECT status, count(*), ((julianday('now') - 2440587.5) * 86400.0) - min(created_at)
 FROM reply_outbox
 WHERE status IN ('pending', 'sending', 'dead')
+  /* AND scope */
 GROUP BY status;
 
 -- name: full_tenants
 SELECT json_extract(l.value, '$[0]') FROM json_each(:limits) AS l
 WHERE (SELECT count(*) FROM background_jobs j
-       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]'))
+       WHERE j.status = 'running' AND j.tenant_id = json_extract(l.value, '$[0]') /* AND scope */)
       >= json_extract(l.value, '$[1]');
 
 -- name: pick_due_job_ids
@@ -544,6 +582,7 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
                      OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                 WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id NOT IN (SELECT value FROM json_each(:skip_tenants))
+                /* AND scope */
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
 ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
@@ -555,6 +594,7 @@ LIMIT :limit;
 SELECT DISTINCT tenant_id FROM background_jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND tenant_id IN (SELECT value FROM json_each(:tenants))
+  /* AND scope */
 ORDER BY tenant_id;
 
 -- name: free_queue_slots
@@ -562,7 +602,7 @@ ORDER BY tenant_id;
 SELECT json_extract(l.value, '$[0]'),
        json_extract(l.value, '$[1]') - (SELECT count(*) FROM background_jobs j
                                         WHERE j.status = 'running'
-                                          AND j.queue = json_extract(l.value, '$[0]'))
+                                          AND j.queue = json_extract(l.value, '$[0]') /* AND scope(j) */)
 FROM json_each(:queue_limits) AS l;
 
 -- name: claim_jobs_limited
@@ -571,7 +611,7 @@ FROM json_each(:queue_limits) AS l;
 UPDATE background_jobs
 SET status = 'running', locked_by = :owner, locked_at = ((julianday('now') - 2440587.5) * 86400.0),
     lease_expires_at = ((julianday('now') - 2440587.5) * 86400.0) + :lease_s,
-    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+    fence = fence + 1, attempts = attempts + 1, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (
     SELECT q.id FROM (
         SELECT t.id, t.queue, row_number() OVER (
@@ -591,6 +631,7 @@ WHERE id IN (
                   AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
                        OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+                  /* AND scope */
                 ) AS c
             ) AS r
             LEFT JOIN (SELECT json_extract(value, '$[0]') AS tenant_id,
@@ -606,7 +647,7 @@ WHERE id IN (
                FROM json_each(:queue_limits)) AS m ON m.queue = q.queue
     WHERE m.max_running IS NULL
        OR q.rn <= m.max_running - (SELECT count(*) FROM background_jobs x
-                                   WHERE x.status = 'running' AND x.queue = q.queue))
+                                   WHERE x.status = 'running' AND x.queue = q.queue /* AND scope(x) */))
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -634,6 +675,7 @@ SELECT b.id FROM priorities JOIN background_jobs AS b
                      OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
                                 WHERE substr(h.job_type, 1, length(tp.value)) = tp.value))
                 AND h.tenant_id IN (SELECT value FROM json_each(:open))
+                /* AND scope(h) */
               ORDER BY h.scheduled_at, h.id
               LIMIT :limit)
 ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.scheduled_at)
@@ -642,7 +684,7 @@ ORDER BY min(b.priority + CAST((((julianday('now') - 2440587.5) * 86400.0) - b.s
 LIMIT :limit;
 
 -- name: running_by_tenant
-SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running'
+SELECT tenant_id, count(*) FROM background_jobs WHERE status = 'running' /* AND scope */
 GROUP BY tenant_id;
 
 -- name: database_now
@@ -730,6 +772,7 @@ SELECT job_type, queue, count(*),
        ((julianday('now') - 2440587.5) * 86400.0) - min(scheduled_at)
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+  /* AND scope */
 GROUP BY job_type, queue;
 
 -- name: add_job_counts
@@ -846,6 +889,7 @@ FROM job_attempts WHERE job_id = :id ORDER BY attempt DESC LIMIT :limit;
 -- job's reply_outbox rows stay: replies a completion wrote are messages of their own.
 DELETE FROM background_jobs
 WHERE id = :id AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -857,6 +901,7 @@ UPDATE background_jobs
 SET status = 'dead', error_class = 'discarded', last_error = 'discarded by operator',
     failed_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status IN ('queued', 'retrying')
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -868,6 +913,7 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
 UPDATE background_jobs
 SET scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -885,6 +931,7 @@ WHERE status IN (SELECT value FROM json_each(:statuses))
   AND (:tenant_id IS NULL OR tenant_id = :tenant_id)
   AND (:job_type IS NULL OR job_type = :job_type)
   AND id > :after_id
+  /* AND scope */
 ORDER BY id
 LIMIT :limit;
 
@@ -896,6 +943,7 @@ SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('dead', 'cancelled')
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;
 
 -- name: cancel_waiting_jobs
@@ -906,6 +954,7 @@ SET status = 'cancelled', error_class = 'cancelled', last_error = 'cancelled by 
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;
 
 -- name: request_cancel_running_jobs
@@ -917,6 +966,7 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('running')
   AND NOT cancel_requested
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;
 
 -- name: delete_jobs
@@ -925,6 +975,7 @@ DELETE FROM background_jobs
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying', 'completed', 'dead', 'cancelled')
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;
 
 -- name: discard_jobs
@@ -935,6 +986,7 @@ SET status = 'dead', error_class = 'discarded', last_error = 'discarded by opera
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;
 
 -- name: run_jobs_now
@@ -945,4 +997,5 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
   AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   AND (:status IS NULL OR status = :status)
+  /* AND scope */
 RETURNING id;

@@ -16,10 +16,9 @@ import trio
 from benchmarks.bench.queries import bench_queries
 
 from gochatd.store import open_store
-from gochatd.store.queries import load_queries
+from gochatd.store.queries import load_queries, load_scoped_queries
 
 DIALECTS = ("postgres", "sqlite")
-FILES = ("queries.sql", "queries_scoped.sql")
 _PLACEHOLDER = re.compile(r"\{\w+\}")
 _PG_PARAM = re.compile(r"%\((\w+)\)s")
 _SQLITE_PARAM = re.compile(r"(?<!:):(\w+)")
@@ -31,8 +30,9 @@ def _code(sql: str) -> str:
 
 
 def _all_queries(dialect: str) -> dict[str, str]:
-    found = {f"{name} ({file})": sql for file in FILES
-             for name, sql in load_queries(dialect, file).items()}
+    """Every query as a driver runs it: plain, scoped (markers expanded) and bench."""
+    found = {f"{name} (plain)": sql for name, sql in load_queries(dialect).items()}
+    found.update({f"{name} (scoped)": sql for name, sql in load_scoped_queries(dialect).items()})
     found.update({f"{name} (bench)": sql for name, sql in bench_queries(dialect).items()})
     return found
 
@@ -46,7 +46,7 @@ def test_no_query_is_a_template(dialect: str) -> None:
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_the_scoped_set_is_the_plain_set_plus_the_tenant_clause(dialect: str) -> None:
     plain = load_queries(dialect)
-    scoped = load_queries(dialect, "queries_scoped.sql")
+    scoped = load_scoped_queries(dialect)
     assert scoped, "the scoped set is empty"
     assert set(scoped) <= set(plain)
     for name, sql in plain.items():
@@ -61,7 +61,7 @@ def test_the_scoped_set_is_the_plain_set_plus_the_tenant_clause(dialect: str) ->
 
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_no_bench_query_in_the_production_files(dialect: str) -> None:
-    for file in (*FILES, "migrate.sql"):
+    for file in ("queries.sql", "migrate.sql"):
         assert not [n for n in load_queries(dialect, file) if n.startswith("bench_")]
 
 

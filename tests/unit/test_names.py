@@ -12,8 +12,7 @@ from gochatd.store.base import JobStore
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [*sorted((ROOT / "daemon").rglob("*.py")), *sorted((ROOT / "admin").rglob("*.py"))]
-QUERY_FILES = [ROOT / "sql" / backend / name for backend in ("postgres", "sqlite")
-               for name in ("queries.sql", "queries_scoped.sql")]
+QUERY_FILES = [ROOT / "sql" / backend / "queries.sql" for backend in ("postgres", "sqlite")]
 #: Names the code no longer uses for these operations.
 RETIRED = ("reaped_leases", "stale_rejections", "finish_rejected_stale", "stale_fence_rejections",
            "retry_job", "retry_dead_jobs", "scheduled_dispatches", "malformed_entries",
