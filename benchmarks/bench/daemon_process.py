@@ -29,6 +29,7 @@ from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stre
 from benchmarks.bench.throughput import bulk_enqueue
 from gochatd.client import Client
 from gochatd.errors import GochatdError
+from gochatd.testing import migrate
 
 WARMUP_JOBS = 500
 SOAK_BATCH = 1_000
@@ -112,17 +113,16 @@ async def _served(
     redis_url = opts.redis_url if backend == "postgres+redis" else ""
     prefix = stream_prefix()
     try:
-        async with scratch_database(backend, opts.pg_server) as url, \
-                Client(url, redis_url or None, stream_prefix=prefix) as client:
-            assert client.store is not None
-            await client.store.migrate()
-            probe = Probe(url)
-            serve = ServeProcess(url, redis_url, prefix, opts.concurrency)
-            try:
-                yield client, probe, serve
-            finally:
-                await serve.stop()
-                await probe.close()
+        async with scratch_database(backend, opts.pg_server) as url:
+            await migrate(url)  # a Client refuses a database without the schema
+            async with Client(url, redis_url or None, stream_prefix=prefix) as client:
+                probe = Probe(url)
+                serve = ServeProcess(url, redis_url, prefix, opts.concurrency)
+                try:
+                    yield client, probe, serve
+                finally:
+                    await serve.stop()
+                    await probe.close()
     finally:
         if redis_url:
             await drop_streams(redis_url, prefix)

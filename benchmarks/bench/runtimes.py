@@ -35,6 +35,7 @@ from gochatd.registry import Registry, handler_spec
 from gochatd.runtimes import loop_for
 from gochatd.service import Worker
 from gochatd.sync_client import SyncClient
+from gochatd.testing import migrate
 
 #: Jobs per producer and round: half of N, at most this many (the rate is steady by then).
 SEQUENTIAL_MAX = 2_000
@@ -148,9 +149,7 @@ async def run_runtimes(opts: BenchOptions, backend: str, report: Report) -> None
     figures: dict[str, Any] = {"backend": backend, "jobs_per_round": count, "rounds": rounds}
     try:
         async with scratch_database(backend, opts.pg_server) as url:
-            async with Client(url, redis_url or None, stream_prefix=prefix) as setup:
-                assert setup.store is not None
-                await setup.store.migrate()
+            await migrate(url)  # a Client refuses a database without the schema
             rates = await _rounds(rounds, {
                 "sync": lambda: trio.to_thread.run_sync(_sync_rate, url, redis_url, prefix, count),
                 "trio": lambda: _async_rate(url, redis_url, prefix, count),

@@ -41,6 +41,7 @@ from benchmarks.bench.scratch import (
 from benchmarks.bench.stats import StartTracker, summary_ms
 from gochatd.client import Client
 from gochatd.new_job import NewJob
+from gochatd.testing import migrate
 
 BULK_BATCH = 1_000
 #: The sequential rate is measured over half of N, at most this many jobs; the rest of the
@@ -72,10 +73,9 @@ async def run_throughput(opts: BenchOptions, backend: str, report: Report,
             bench_database(backend, opts.pg_server) as (url, listen_url):
         settings = bench_settings(url, redis_url, prefix, opts.concurrency,
                                   redis_cluster=cluster, database_listen_url=listen_url)
+        await migrate(url)  # a Client refuses a database without the schema
         async with Client(url, redis_url or None, stream_prefix=prefix,
                           redis_cluster=cluster) as producer:
-            assert producer.store is not None
-            await producer.store.migrate()
             seq = max(1, min(n // 2, SEQUENTIAL_MAX))
             figures["enqueue_jobs_per_s"] = await sequential(noop_enqueue(producer), seq)
             figures["bulk_enqueue_jobs_per_s"] = await bulk_enqueue(producer, n - seq)
