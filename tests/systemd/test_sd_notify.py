@@ -137,7 +137,7 @@ def test_ready_only_once_the_admin_server_answers(
         readiness = http.get("/readyz")
         assert readiness.status_code == 200, readiness.text
         assert readiness.json() == {"status": "ready", "store": "ok", "dispatch": "polling",
-                                    "draining": False}
+                                    "draining": False, "degraded": None}
     [listening] = daemon.events("admin_listening")
     assert listening["address"].endswith(f":{port}")
 
