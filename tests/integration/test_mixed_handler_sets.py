@@ -38,6 +38,12 @@ async def test_each_job_runs_on_the_worker_with_its_handler(
                 ids[job_type].append((await a.worker.client.enqueue(job_type, {"n": i})).id)
         jobs = await wait_all_status(a.worker.store, ids["mix:a"] + ids["mix:b"],
                                      JobStatus.COMPLETED, timeout_s=60)
+        # The capable worker's backlog claim may run a job before any worker reads its
+        # entry; the entries are read all the same (a, b, a, b… in one stream), and a read
+        # of two or more takes a type its reader lacks: wait for one such refusal.
+        await wait_for(
+            lambda: sum(w.worker.counters["stream_entries_without_handler"] for w in (a, b)),
+            timeout_s=30, what="an entry read by the worker without its handler")
         refused = sum(w.worker.counters["stream_entries_without_handler"] for w in (a, b))
 
     assert sorted(ran_a.executions) == sorted(ids["mix:a"])
