@@ -13,22 +13,25 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import re
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from quart import Response, jsonify, request
+from quart import Response, request
 from quart_trio import QuartTrio
-from werkzeug.exceptions import HTTPException
 
-from gochatd.errors import InvalidTransition, JobNotFound, StoreUnavailable, UserError
+from gochatd.admin.http import error_response, register_errors, reject_unknown_query
+from gochatd.admin.openapi import openapi_document
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: The gateway's endpoints: authenticated by tenant API keys, not by the admin token.
-GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch"})
+GATEWAY_PATHS = frozenset({"/v1/jobs", "/v1/jobs:batch", "/v1/chains", "/v1/batches"})
+#: The one admin path a tenant key may GET: its own job (docs/results.md).
+TENANT_JOB_READ = re.compile(r"/v1/jobs/(?!(?:retry|bulk|counts)$)[^/]+")
 #: Served without the admin token (GET/HEAD only): the probes, the dashboard's page and
 #: whether a token is required (nothing else).
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/", "/v1/auth"})
@@ -38,8 +41,6 @@ STATIC_PREFIX = "/static/"
 #: The page loads only its own files and talks only to this API.
 DASHBOARD_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                  "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-#: Headers of werkzeug's HTTP errors worth keeping on our JSON error (405 must say Allow).
-_KEPT_ERROR_HEADERS = frozenset({"allow", "www-authenticate", "retry-after"})
 
 
 def is_loopback_host(host: str) -> bool:
@@ -57,28 +58,18 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message = status, code, message
-
-
-def error_response(status: int, code: str, message: str) -> Response:
-    response = jsonify({"error": {"code": code, "message": message}})
-    response.status_code = status
-    return response
-
-
 def create_app(daemon: Control) -> QuartTrio:
     app = QuartTrio("gochatd.admin")
     app.config["MAX_CONTENT_LENGTH"] = daemon.settings.admin_max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
-    app.extensions["gochatd.control"] = daemon
+    app.extensions["gochatd.worker.control"] = daemon
 
     @app.before_request
     async def authorize() -> Response | None:
         if request.method == "POST" and request.path in GATEWAY_PATHS:
             return None  # tenants' API keys, checked by gateway/api.py; never the admin token
+        if TENANT_JOB_READ.fullmatch(request.path) and gateway_tenant(daemon) is not None:
+            return None  # GET /v1/jobs/<id> with a tenant key: its own job (gateway/jobs.py)
         token = daemon.settings.admin_token
         if not token and request.host and not is_loopback_host(request.host):
             # Without a token the API trusts whoever can reach loopback. A Host naming
@@ -105,10 +96,11 @@ def create_app(daemon: Control) -> QuartTrio:
             return response
         return None
 
+    reject_unknown_query(app, openapi_document(gateway=True))
     register_errors(app, daemon)
 
     _register_dashboard(app)
-    from gochatd.admin import api, controls, fleet, periodic, probes, tenants
+    from gochatd.admin import api, controls, fleet, periodic, probes, tenants, workflows
     from gochatd.outbox import api as outbox_api
 
     probes.register(app, daemon)
@@ -118,6 +110,7 @@ def create_app(daemon: Control) -> QuartTrio:
     tenants.register(app, daemon)
     fleet.register(app, daemon)
     periodic.register(app, daemon)
+    workflows.register(app, daemon)
     if daemon.gateway is not None and not daemon.settings.gateway_listen:
         from gochatd.gateway import api as gateway_api
 
@@ -156,63 +149,20 @@ def _register_gateway_elsewhere(app: QuartTrio, daemon: Control) -> None:
         app.add_url_rule(path, f"gateway_elsewhere_{path}", gateway_elsewhere, methods=["POST"])
 
 
+def gateway_tenant(daemon: Control) -> str | None:
+    """The tenant whose gateway key this GET presents, when the gateway is served on this
+    listener; None for anyone else (the operator)."""
+    presented = _bearer()
+    gateway = daemon.gateway
+    if (request.method != "GET" or not presented or gateway is None
+            or daemon.settings.gateway_listen):
+        return None
+    return gateway.keys.tenant_for(presented)
+
+
 def _bearer() -> str | None:
     """The credential of ``Authorization: Bearer <credential>`` (scheme case-insensitive)."""
     scheme, _, presented = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer":
         return None
     return presented.strip()
-
-
-def register_errors(app: QuartTrio, daemon: Control) -> None:
-    """Every error as JSON ``{"error": {"code", "message"}}`` (the gateway's app too)."""
-
-    @app.errorhandler(ApiError)
-    async def api_error(exc: ApiError) -> Response:
-        return error_response(exc.status, exc.code, exc.message)
-
-    @app.errorhandler(JobNotFound)
-    async def not_found(exc: JobNotFound) -> Response:
-        return error_response(404, "not_found", str(exc))
-
-    @app.errorhandler(InvalidTransition)
-    async def conflict(exc: InvalidTransition) -> Response:
-        return error_response(409, "invalid_transition", str(exc))
-
-    @app.errorhandler(StoreUnavailable)
-    async def store_down(exc: StoreUnavailable) -> Response:
-        daemon.log.warning("admin_store_unavailable", path=request.path, error=str(exc))
-        response = error_response(503, "store_unavailable", "the database is unreachable; retry")
-        response.headers["Retry-After"] = "1"
-        return response
-
-    @app.errorhandler(UserError)
-    async def bad_input(exc: UserError) -> Response:
-        return error_response(400, "bad_request", str(exc))
-
-    @app.errorhandler(HTTPException)
-    async def http_error(exc: HTTPException) -> Response:
-        code = (exc.name or "error").lower().replace(" ", "_")
-        response = error_response(exc.code or 500, code, exc.description or exc.name or "error")
-        for name, value in exc.get_headers():
-            if name.lower() in _KEPT_ERROR_HEADERS:
-                response.headers[name] = value
-        return response
-
-    @app.errorhandler(Exception)
-    async def internal(exc: Exception) -> Response:
-        daemon.log.error("admin_request_failed", error_class=type(exc).__name__,
-                         path=request.path)
-        return error_response(500, "internal", "internal error; see the daemon log")
-
-
-def json_body(data: Any, allowed: set[str]) -> dict[str, Any]:
-    """Validate a JSON object body against the allowed keys."""
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ApiError(400, "bad_request", "the body must be a JSON object")
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise ApiError(400, "bad_request", f"unknown fields: {', '.join(unknown[:5])}")
-    return data

@@ -1,6 +1,6 @@
 """/v1 job controls: delete, run now, discard one job, and any control in bulk
 (docs/operations.md, "Job controls"). Each runs through the daemon's client
-(job_controls.py): a guarded write, then one ``job_control`` audit line whose actor is
+(client/job_controls.py): a guarded write, then one ``job_control`` audit line whose actor is
 ``admin <peer address>`` (never the token)."""
 
 from __future__ import annotations
@@ -10,24 +10,23 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
-from gochatd import job_controls
-from gochatd.admin.api import (
-    MAX_ID,
-    _body,
-    _job_id,
-    _queue_arg,
-    _status_arg,
-    _storable,
-    _text_arg,
-    job_json,
+from gochatd.admin.api import job_json
+from gochatd.admin.http import (
+    ApiError,
+    job_id_arg,
+    queue_arg,
+    read_body,
+    status_arg,
+    storable,
+    text_arg,
 )
-from gochatd.admin.app import ApiError
-from gochatd.job_controls import admin_actor
-from gochatd.model import BulkResult, JobAction, JobSelection
-from gochatd.validation import MAX_BULK_IDS, validate_selection
+from gochatd.client import job_controls
+from gochatd.client.job_controls import admin_actor
+from gochatd.client.validation import MAX_BULK_IDS, validate_selection
+from gochatd.model import MAX_ID, BulkResult, JobAction, JobSelection
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 BULK_FIELDS = {"action", "ids", "status", "queue", "job_type", "tenant_id"}
 
@@ -39,33 +38,33 @@ def actor() -> str:
 def register(app: QuartTrio, daemon: Control) -> None:
     @app.delete("/v1/jobs/<job_id:job_id>")
     async def delete_job(job_id: str) -> Response:
-        await _body(set())
-        job = await daemon.client.delete(_job_id(job_id), actor=actor())
+        await read_body(set())
+        job = await daemon.client.delete(job_id_arg(job_id), actor=actor())
         return jsonify({"id": job.id, "deleted": True})
 
     @app.post("/v1/jobs/<job_id:job_id>/run-now")
     async def run_job_now(job_id: str) -> Response:
-        await _body(set())
-        job = await daemon.client.run_now(_job_id(job_id), actor=actor())
+        await read_body(set())
+        job = await daemon.client.run_now(job_id_arg(job_id), actor=actor())
         daemon.new_work()  # this process's scheduler or poller takes it at once
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/<job_id:job_id>/discard")
     async def discard_job(job_id: str) -> Response:
-        await _body(set())
-        job = await daemon.client.discard(_job_id(job_id), actor=actor())
+        await read_body(set())
+        job = await daemon.client.discard(job_id_arg(job_id), actor=actor())
         return jsonify(job_json(job))
 
     @app.post("/v1/jobs/bulk")
     async def control_jobs() -> Response:
-        body = await _body(BULK_FIELDS)
+        body = await read_body(BULK_FIELDS)
         action = _action_arg(body.get("action"))
         selection = validate_selection(JobSelection(
-            ids=_ids_arg(body.get("ids")), status=_status_arg(body.get("status")),
-            queue=_queue_arg(body.get("queue")), job_type=_text_arg("job_type", body.get("job_type")),
-            tenant_id=_text_arg("tenant_id", body.get("tenant_id")),
+            ids=_ids_arg(body.get("ids")), status=status_arg(body.get("status")),
+            queue=queue_arg(body.get("queue")), job_type=text_arg("job_type", body.get("job_type")),
+            tenant_id=text_arg("tenant_id", body.get("tenant_id")),
         ), filter_rules=False)
-        if not _storable(selection.job_type, selection.tenant_id):
+        if not storable(selection.job_type, selection.tenant_id):
             return jsonify(BulkResult(action, 0, 0).to_dict())  # no stored job can match
         result = await job_controls.bulk(daemon.store, action, selection, actor=actor(),
                                          filter_rules=False)

@@ -12,15 +12,14 @@ import trio
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
-from gochatd.admin.api import _body, _int_arg, _storable, _text_arg
-from gochatd.admin.app import ApiError
+from gochatd.admin.http import ApiError, int_arg, read_body, storable, text_arg
 from gochatd.loops.fleet import ALIVE_S
 from gochatd.model import JobStatus
 from gochatd.store import JobStore
 from gochatd.store.fleet import DAEMON_ACTIONS, DaemonRow, MinuteCounts
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 #: The longest chart: one day of minutes.
 MAX_MINUTES = 1440
@@ -95,7 +94,7 @@ def daemon_json(row: DaemonRow, this_id: str) -> dict[str, Any]:
 def register(app: QuartTrio, daemon: Control) -> None:
     @app.get("/v1/stats/throughput")
     async def throughput() -> Response:
-        minutes = _int_arg("minutes", request.args.get("minutes"), 60, 1, MAX_MINUTES)
+        minutes = int_arg("minutes", request.args.get("minutes"), 60, 1, MAX_MINUTES)
         by = request.args.get("by") or None
         if by is not None and by not in _BY:
             raise ApiError(400, "bad_request", "by must be queue or job_type")
@@ -110,9 +109,9 @@ def register(app: QuartTrio, daemon: Control) -> None:
         return jsonify({"daemons": [daemon_json(r, daemon.worker_id) for r in rows]})
 
     async def request_daemon(daemon_id: str, action: str) -> Response:
-        await _body(set())
-        name = _text_arg("daemon id", daemon_id)
-        if name is None or not _storable(name) or not await daemon.store.request_daemon(
+        await read_body(set())
+        name = text_arg("daemon id", daemon_id)
+        if name is None or not storable(name) or not await daemon.store.request_daemon(
                 name, action):
             raise ApiError(404, "unknown_daemon", f"no daemon with id {daemon_id!r}")
         daemon.log.info("fleet_request", daemon_id=name, action=action)

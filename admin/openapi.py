@@ -7,13 +7,11 @@ from typing import Any
 import gochatd
 from gochatd.admin.fleet_openapi import fleet_paths, fleet_schemas
 from gochatd.admin.periodic import periodic_path, periodic_schemas
+from gochatd.admin.workflows import workflow_paths, workflow_schemas
 from gochatd.gateway.openapi import gateway_paths, gateway_schemas, tenants_path
-from gochatd.model import AttemptOutcome, JobStatus
+from gochatd.model import MAX_ID, AttemptOutcome, JobStatus
 from gochatd.outbox.openapi import outbox_paths, outbox_schemas
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
-
-#: The largest job id (PostgreSQL bigint).
-MAX_ID = 2**63 - 1
 
 _NULLABLE_STR = {"type": ["string", "null"]}
 _NULLABLE_TIME = {"type": ["string", "null"], "format": "date-time"}
@@ -45,6 +43,9 @@ _ERRORS = {
 
 _JOB_ID = {"name": "job_id", "in": "path", "required": True,
            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID}}
+_WAIT_S = {"name": "wait_s", "in": "query", "required": False,
+           "description": "hold the request until the job is final, at most this long",
+           "schema": {"type": "number", "minimum": 0, "maximum": 60}}
 _QUEUE = {"name": "queue", "in": "path", "required": True,
           "schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"}}
 #: Filters: an empty value is the same as leaving the filter out.
@@ -192,6 +193,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
             **gateway_ops,
             **tenants_path(_get, _json, _ref),
             **periodic_path(_get, _json, _ref),
+            **workflow_paths(_get, _json, _ref),
             "/v1/jobs/retry": _post(
                 "Retry dead jobs matching a filter", _json(_ref("BulkRetry"), "retried"),
                 body={"type": "object", "additionalProperties": False, "properties": {
@@ -200,8 +202,12 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "limit": {"type": ["integer", "null"], "minimum": 1, "maximum": 10000}}},
             ),
             "/v1/jobs/{job_id}": {
-                **_get("One job, with its recorded attempts",
-                       _json(_ref("JobDetail"), "the job"), [_JOB_ID]),
+                **_get("One job, with its result, recorded attempts and dependencies; wait_s "
+                       "long-polls until it is final (a tenant key: its own job, without "
+                       "attempts and dependencies)",
+                       _json({"anyOf": [_ref("JobDetail"), _ref("Job")]},
+                             "the job: JobDetail for an operator, Job for a tenant key"),
+                       [_JOB_ID, _WAIT_S]),
                 **_delete("Delete a job in any status but running (409: cancel it first)",
                           _json(_ref("Deleted"), "deleted"), [_JOB_ID])},
             **_control_paths(statuses),
@@ -220,6 +226,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                 **outbox_schemas(_ref),
                 **fleet_schemas(_ref),
                 **periodic_schemas(),
+                **workflow_schemas(statuses),
                 **gateway_schemas(_ref),
                 **_CONTROL_SCHEMAS,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {
@@ -274,7 +281,9 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "retrying": {"type": "integer"}, "dead": {"type": "integer"},
                     "oldest_due_age_s": {"type": ["number", "null"]},
                     "paused": {"type": "boolean"}, "weight": {"type": "integer"},
-                    "max_running": {"type": ["integer", "null"]}}},
+                    "max_running": {"type": ["integer", "null"]},
+                    "rate": {"type": ["string", "null"],
+                             "description": "worker.queue_rates, as written (10/s)"}}},
                 "JobType": {"type": "object", "required": [
                     "job_type", "queue", "max_attempts", "timeout_s", "updated_at",
                     "published_by"], "properties": {
@@ -310,7 +319,9 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "lease_expires_at": _NULLABLE_STR, "last_error": _NULLABLE_STR,
                     "error_class": _NULLABLE_STR, "failed_at": _NULLABLE_STR,
                     "completed_at": _NULLABLE_STR, "dispatched_at": _NULLABLE_STR,
-                    "traceparent": _NULLABLE_STR, "cancel_requested": {"type": "boolean"}}},
+                    "traceparent": _NULLABLE_STR, "cancel_requested": {"type": "boolean"},
+                    "result": {"description": "what the handler returned (any JSON; null: none, "
+                                              "or not completed; left out of listings)"}}},
                 "JobAttempt": {"type": "object", "required": [
                     "attempt", "started_at", "finished_at", "worker", "outcome", "error_class",
                     "error"], "properties": {
@@ -318,7 +329,7 @@ def openapi_document(*, auth_required: bool = True, gateway: bool = False) -> di
                     "finished_at": _NULLABLE_STR, "worker": _NULLABLE_STR,
                     "outcome": {"enum": [o.value for o in AttemptOutcome]},
                     "error_class": _NULLABLE_STR, "error": _NULLABLE_STR}},
-                "JobDetail": {"allOf": [_ref("Job"), {
+                "JobDetail": {"allOf": [_ref("Job"), _ref("JobLinks"), {
                     "type": "object", "required": ["attempt_history"], "properties": {
                         "attempt_history": {"type": "array", "items": _ref("JobAttempt"),
                                             "description": "the job's runs, newest first, at "

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
-from gochatd.admin.app import ApiError
+from gochatd.admin.http import ApiError
 from gochatd.periodic_jobs.listing import store_listing
 from gochatd.periodic_jobs.specs import effective_specs
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 #: Next runs listed per periodic job: ``?count=`` 1..MAX_COUNT, DEFAULT_COUNT when absent.
 DEFAULT_COUNT = 3

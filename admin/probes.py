@@ -12,7 +12,7 @@ from quart_trio import QuartTrio
 from gochatd.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 STORE_CHECK_S = 2.0
 

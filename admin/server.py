@@ -19,10 +19,10 @@ from hypercorn.trio.tcp_server import TCPServer
 
 from gochatd.admin.app import create_app
 from gochatd.errors import ConfigError
-from gochatd.logs import get_logger
+from gochatd.obs.logs import get_logger
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 #: How long one ASGI send may take once shielded (see ``ShieldedSend``).
 SEND_SHIELD_S = 10.0

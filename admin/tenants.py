@@ -8,7 +8,7 @@ from quart import Response, jsonify
 from quart_trio import QuartTrio
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 
 def register(app: QuartTrio, daemon: Control) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 import trio
 
-from gochatd.handoff import Handoff
+from gochatd.io.handoff import Handoff
 
 DEFAULT_DSN = "postgresql://root@127.0.0.1:5432/test"
 QUERY = "SELECT 1"

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from gochatd.errors import InvalidReply
+from gochatd.io.handoff import abandoned_on_cancel
 from gochatd.model import Reply
 from gochatd.outbox.reply import MAX_REPLIES_PER_JOB, make_reply
+
+if TYPE_CHECKING:
+    from gochatd.workflows.model import Dependency, JobLinks
+
+#: How a handler's context reads its job's dependencies (the worker's store).
+LinksReader = Callable[[int], Awaitable["JobLinks | None"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +34,18 @@ class JobContext:
     traceparent: str | None = None
     #: Buffered by ``reply``; the runner writes them only with a completion.
     replies: list[Reply] = field(default_factory=list)
+    links: LinksReader | None = None
+
+    async def dependencies(self) -> list[Dependency]:
+        """The jobs this one waited for (``depends_on``, the link before it in a chain, a
+        batch's jobs for its callback), in id order, each with its status and result; empty
+        for a job without dependencies (docs/workflows.md). One read of the store per call."""
+        if self.links is None:
+            return []
+        # A read the handler may give up at once: a lease guard's stop must not wait on it.
+        with abandoned_on_cancel():
+            links = await self.links(self.job_id)
+        return [] if links is None else links.dependencies
 
     async def reply(self, *, channel: str, to: str, body: dict[str, Any], dedupe_key: str) -> None:
         """Queue a reply for delivery through ``channel``'s provider. Nothing is written now:

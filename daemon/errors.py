@@ -8,7 +8,7 @@
      │    ├── IdempotencyConflict   same (tenant, idempotency_key), different job
      │    ├── JobNotFound
      │    ├── InvalidTransition     the job's status does not allow that operation
-     │    ├── UsageError            bad command-line arguments               (cli.py)
+     │    ├── UsageError            bad command-line arguments               (cli/common.py)
      │    ├── InvalidHandler        @gochatd.job refused a handler: unknown runtime, or a
      │    │                         runtime that does not fit the function (also a ValueError)
      │    ├── NoDatabase            no gochatd database or schema at the URL  (store/presence.py)
@@ -18,6 +18,8 @@
      ├── StoreUnavailable           Broken: the database could not be reached (transient)
      │    └── TenantMoved           the tenant's rows moved; the routed store re-routes and retries
      ├── DispatchUnavailable        Broken: Redis could not be reached (transient; workers poll)
+     ├── JobFailed                  a waited-for job ended dead or cancelled; ``.job`` (results/wait.py)
+     ├── WaitTimeout                a waited-for job not finished by ``timeout_s``; a TimeoutError too
      ├── ResourceClosed             Closed: gochatd's own connections used after close() (a bug
      │                              in the caller, not an outage)
      └── MigrationFailed            a database error inside a migration phase; re-run resumes
@@ -41,6 +43,11 @@ the finisher counts it (``finish_jobs`` returns the ids it applied).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gochatd.model import Job
 
 
 class GochatdError(Exception):
@@ -98,7 +105,7 @@ class ResourceClosed(GochatdError):
 
 class TenantMoved(StoreUnavailable):
     """The database refused a write because the tenant's rows moved (or are moving) to
-    another database (``gochatd migrate``). The routed store reloads its routes and retries;
+    another database (``gochatd move``). The routed store reloads its routes and retries;
     elsewhere it is a retryable unavailability."""
 
     def __init__(self) -> None:
@@ -107,6 +114,26 @@ class TenantMoved(StoreUnavailable):
 
 class DispatchUnavailable(GochatdError):
     """Broken: Redis could not be reached (transient; the daemon polls the database)."""
+
+
+class JobFailed(GochatdError):
+    """``Client.wait``: the job ended ``dead`` or ``cancelled``. The message names its status
+    and error class; ``.job`` is the finished row."""
+
+    def __init__(self, job: Job) -> None:
+        reason = f"{job.error_class}: {job.last_error}" if job.last_error else job.error_class
+        super().__init__(f"job {job.id} ended {job.status.value}" + (f" ({reason})" if reason else ""))
+        self.job = job
+        self.error_class = job.error_class
+
+
+class WaitTimeout(GochatdError, TimeoutError):
+    """``Client.wait``: the job had not finished within ``timeout_s``; ``.job`` is its last
+    read."""
+
+    def __init__(self, job: Job, timeout_s: float) -> None:
+        super().__init__(f"job {job.id} is still {job.status.value} after waiting {timeout_s:g}s")
+        self.job = job
 
 
 class NonRetryable(Exception):

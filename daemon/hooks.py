@@ -20,7 +20,7 @@ from gochatd.errors import HookFailed, InvalidHandler
 
 if TYPE_CHECKING:
     from gochatd.context import JobContext
-    from gochatd.registry import Handler, Registry
+    from gochatd.worker.registry import Handler, Registry
 
 #: The rest of the chain, as a middleware sees it: ``await call_next()``.
 CallNext = Callable[[], Awaitable[None]]
@@ -116,16 +116,19 @@ def middleware_layer(fn: Callable[[JobContext, CallNext], Awaitable[None]]) -> L
     return around
 
 
-async def run_layers(layers: Sequence[Layer], handler: Handler, ctx: JobContext) -> None:
-    """``handler(ctx)`` inside ``layers`` (outermost first)."""
+async def run_layers(layers: Sequence[Layer], handler: Handler, ctx: JobContext) -> Any:
+    """``handler(ctx)`` inside ``layers`` (outermost first); what the handler returned (its
+    result, docs/results.md: the layers pass it by, they do not return it)."""
+    returned: list[Any] = [None]
 
     async def step(index: int) -> None:
         if index == len(layers):
-            await handler(ctx)
+            returned[0] = await handler(ctx)
             return
         await layers[index](ctx, lambda: step(index + 1))
 
     await step(0)
+    return returned[0]
 
 
 def before_job(fn: F) -> F:
@@ -147,6 +150,6 @@ def middleware(fn: F) -> F:
 
 
 def _registry() -> Registry:
-    from gochatd.registry import REGISTRY
+    from gochatd.worker.registry import REGISTRY
 
     return REGISTRY

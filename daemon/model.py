@@ -1,8 +1,8 @@
 """The job record and its one state machine.
 
-Every status change in gochatd is one of the edges in ``TRANSITIONS``. The stores
-encode the same edges as compare-and-set SQL (``WHERE status = …``); the contract
-tests check each store operation against this table.
+Every status change in gochatd is one of the edges in ``TRANSITIONS``. The stores encode the
+same edges as compare-and-set SQL (``WHERE status = …``); the contract tests check each store
+operation against this table.
 
 Which loop moves a job out of each status:
 
@@ -12,13 +12,11 @@ Which loop moves a job out of each status:
 - ``retrying``  -> ``running``: claimed again once ``scheduled_at`` is due.
 - ``dead``      -> ``queued``: an operator's manual retry.
 - ``queued`` | ``retrying`` -> ``cancelled``: an operator's cancel.
-- ``queued`` | ``retrying`` -> ``dead``: an operator's discard (``error_class``
-  ``discarded``; the job never runs).
+- ``queued`` | ``retrying`` -> ``dead``: an operator's discard (``discarded``; never runs).
 - ``cancelled`` -> ``queued``: an operator's manual retry.
 
-Two operator controls change no status (docs/operations.md, "Job controls"): run now makes a
-queued or retrying job that is not yet due due now (``scheduled_at``), and delete removes
-the row of a job in any status but ``running`` (cancel a running job first).
+Two operator controls change no status (docs/operations.md, "Job controls"): run now (a job
+not yet due is due now) and delete (any status but ``running``: cancel a running job first).
 """
 
 from __future__ import annotations
@@ -32,6 +30,8 @@ from typing import Any, TypeVar
 from gochatd.errors import InvalidJob
 
 E = TypeVar("E", bound=enum.Enum)
+
+MAX_ID = 2**63 - 1  #: every bound on a job, batch or outbox row id: a PostgreSQL bigint
 
 
 class JobStatus(enum.StrEnum):
@@ -143,14 +143,16 @@ class Job:
     dispatched_at: datetime | None = None
     traceparent: str | None = None
     cancel_requested: bool = False
+    #: The handler's return value (JSON), stored with the completion (docs/results.md).
+    result: Any = None
 
     def to_dict(self) -> dict[str, Any]:
         return record_to_dict(self)
 
 
 class AttemptOutcome(enum.StrEnum):
-    """How one run of a job ended, as its row in ``job_attempts`` records it: the status
-    the fenced finish wrote, or how the run was taken back (store/attempts.py)."""
+    """How a run ended, as ``job_attempts`` records it: the status the fenced finish wrote,
+    or how the run was taken back (store/attempts.py)."""
 
     COMPLETED = "completed"
     RETRYING = "retrying"
@@ -162,8 +164,7 @@ class AttemptOutcome(enum.StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class JobAttempt:
-    """One run of a job (``job_attempts``). ``attempt`` is the run's number: the job's
-    fence at its claim, so every claim counts, interrupted runs included."""
+    """One run of a job (``job_attempts``); ``attempt``: the job's fence at its claim."""
 
     attempt: int
     started_at: datetime | None
@@ -218,13 +219,16 @@ class Finish:
     lease_owner: str
     fence: int
     outcome: Outcome
-    #: The job's tenant: the database that holds it while tenants move (store/router.py).
+    #: The job's tenant: the database that holds it while tenants move (migrate/routing/store.py).
     tenant_id: str
     delay_s: float = 0.0
     error_class: str | None = None
     last_error: str | None = None
     #: Replies the handler produced; written only with a completion that applies.
     replies: tuple[Reply, ...] = ()
+    #: The handler's result as JSON text (results/encode.py), stored only by a completion
+    #: that applies; None: no result.
+    result: str | None = None
 
     @property
     def status(self) -> JobStatus:
@@ -251,8 +255,8 @@ class EnqueueRequest:
     #: running).
     unique_key: str | None = None
     unique_for_s: float | None = None
-    # Set by the client when it will XADD the row itself right after commit.
-    dispatch_now: bool = False
+    dispatch_now: bool = False  # the client XADDs the row itself right after commit
+    payload_json: str | None = None  # validation's canonical text: the INSERT takes it as is
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,8 +294,14 @@ class LeaseState:
 
 @dataclass(frozen=True, slots=True)
 class ReapResult:
+    """One reap pass: the jobs sent back to retrying (with their dispatch), the ids gone dead."""
+
     retried: list[DispatchRef] = field(default_factory=list)
     dead: list[int] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.retried) + len(self.dead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,10 +313,9 @@ class JobFilter:
     limit: int = 100
     #: The cursor: the last id of the previous page (in the chosen order).
     after_id: int | None = None
-    #: Newest first (the admin API's default) rather than oldest first.
+    #: Newest first (the admin API's default), not oldest first.
     newest_first: bool = False
-    #: Search text: an id, or a piece of the job type, the tenant or the payload's text
-    #: (``%`` and ``_`` are literal); at most ``MAX_SEARCH_CHARS``.
+    #: Search text (at most ``MAX_SEARCH_CHARS``): an id, or a piece of the type, tenant or payload.
     search: str | None = None
     #: Only waiting jobs not yet due, soonest first (the order flag is then moot).
     scheduled: bool = False
@@ -316,8 +325,7 @@ class JobFilter:
             object.__setattr__(self, "status", enum_member(JobStatus, self.status, "status"))
 
 
-#: The longest search text a listing takes.
-MAX_SEARCH_CHARS = 200
+MAX_SEARCH_CHARS = 200  # the longest search text a listing takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,8 +342,7 @@ class QueueStats:
 
 
 class JobAction(enum.StrEnum):
-    """An operator's control over one job or a bulk selection (docs/operations.md, "Job
-    controls"); the ``job_control`` log event's ``action``."""
+    """An operator's control over a job or a bulk selection (docs/operations.md)."""
 
     RETRY = "retry"
     CANCEL = "cancel"
@@ -356,9 +363,8 @@ ACTION_STATUSES: dict[JobAction, frozenset[JobStatus]] = {
 
 @dataclass(frozen=True, slots=True)
 class JobSelection:
-    """The jobs a bulk control acts on: those of ``ids`` (when given) that match every filter
-    given, among the statuses the control acts on. An empty selection is refused (it would
-    take every job): validation.validate_selection."""
+    """The jobs a bulk control acts on: those of ``ids`` (when given) matching every filter
+    given, in the control's statuses; an empty one is refused (validate_selection)."""
 
     ids: tuple[int, ...] | None = None
     status: JobStatus | None = None

@@ -14,8 +14,9 @@ outcome is appended to ``run.outcomes``. See docs/testing.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,16 +24,17 @@ from typing import Any
 import sniffio
 import trio
 
-from gochatd import client as _client
-from gochatd.config_fields import DEFAULTS
+from gochatd.client.inline import INLINE, SyncInlineStore
+from gochatd.client.validation import validate_enqueue
+from gochatd.config.fields import DEFAULTS
 from gochatd.model import ClaimedJob, EnqueueResult, Finish, Job, JobStatus, Outcome, Reply
-from gochatd.registry import REGISTRY, HandlerSpec, Registry
 from gochatd.retry import Backoff
-from gochatd.runner import ActiveJob, RunPolicy, execute
-from gochatd.runtimes import loop_for
 from gochatd.store import open_store
 from gochatd.store.base import JobStore
-from gochatd.validation import validate_enqueue
+from gochatd.worker.registry import REGISTRY, HandlerSpec, Registry
+from gochatd.worker.runner import ActiveJob, RunPolicy, execute
+from gochatd.worker.runtimes import loop_for
+from gochatd.workflows.model import JobLinks
 
 #: The lease owner of jobs these helpers run (it shows in ``locked_by``).
 OWNER = "gochatd.testing"
@@ -62,6 +64,8 @@ class JobOutcome:
     retry_in_s: float | None = None
     #: Inline mode: the job's row after its finish was written.
     job: Job | None = None
+    #: What the handler returned, as stored (JSON round trip; docs/results.md).
+    result: Any = None
 
     @property
     def completed(self) -> bool:
@@ -186,7 +190,7 @@ def _outcome(claimed: ClaimedJob, finish: Finish, exception: Exception | None,
     return JobOutcome(
         job_type=claimed.job.job_type, status=finish.outcome, attempts=claimed.job.attempts,
         error_class=finish.error_class, error=finish.last_error, exception=exception,
-        replies=finish.replies,
+        replies=finish.replies, result=json.loads(finish.result) if finish.result else None,
         retry_in_s=finish.delay_s if finish.outcome is Outcome.RETRY else None, job=job,
     )
 
@@ -232,28 +236,66 @@ class InlineRun:
     async def __call__(self, store: JobStore, results: Sequence[EnqueueResult]) -> None:
         """``Client``'s hook: claim, run and finish each new job through ``store``."""
         for result in _new(results):
-            claimed = await store.claim_jobs([result.job.id], OWNER, INLINE_LEASE_S)
-            if not claimed:
+            if not await self._run_one(store, result.job, self.policy):
                 self.deferred.append(result.job)
-                continue
-            finish, exception = await _execute(claimed[0], self.registry, self.policy)
-            # Written as the finisher writes it: fenced, replies with a completion.
-            applied = await store.finish_jobs([finish])
-            self._record(claimed[0], finish, exception, applied, await store.get_job(finish.job_id))
 
-    def run_sync(self, store: JobStore, results: Sequence[EnqueueResult],
-                 run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
-        """``SyncClient``'s hook: the same, its store calls made by ``run`` on the calling
-        thread and each handler in a Trio run of its own."""
+    async def run_workflow(self, store: JobStore, results: Sequence[EnqueueResult]) -> None:
+        """``Client``'s hook for a workflow write (``depends_on``, a chain, a batch): each
+        new job that is due runs, then each one those runs released, until a pass runs none
+        (each job once). A job still waiting on one outside the write stays queued
+        (``deferred``); one a failed dependency cancelled never runs. Handlers read their
+        dependencies (``ctx.dependencies()``) as in a daemon."""
+        policy = dataclasses.replace(self.policy, links=store.job_links)
+        waiting = [r.job for r in _new(results)]
+        while waiting:
+            left = [job for job in waiting if not await self._run_one(store, job, policy)]
+            if len(left) == len(waiting):
+                break
+            waiting = left
+        rows = [await store.get_job(job.id) for job in waiting]
+        self.deferred.extend(r for r in rows if r is not None and r.status is JobStatus.QUEUED)
+
+    async def _run_one(self, store: JobStore, job: Job, policy: RunPolicy) -> bool:
+        """Claim, run and finish one job; False when it could not be claimed (not due)."""
+        claimed = await store.claim_jobs([job.id], OWNER, INLINE_LEASE_S)
+        if not claimed:
+            return False
+        finish, exception = await _execute(claimed[0], self.registry, policy)
+        # Written as the finisher writes it: fenced, replies with a completion.
+        applied = await store.finish_jobs([finish])
+        self._record(claimed[0], finish, exception, applied, await store.get_job(finish.job_id))
+        return True
+
+    def run_sync(self, store: SyncInlineStore, results: Sequence[EnqueueResult]) -> None:
+        """``SyncClient``'s hook: the same, its store's units run on the calling thread and
+        each handler in a Trio run of its own."""
         for result in _new(results):
-            claimed: list[ClaimedJob] = run(
-                store.claim_jobs([result.job.id], OWNER, INLINE_LEASE_S))
-            if not claimed:
+            if not self._run_one_sync(store, result.job, self.policy):
                 self.deferred.append(result.job)
-                continue
-            finish, exception = trio.run(_execute, claimed[0], self.registry, self.policy)
-            applied: set[int] = run(store.finish_jobs([finish]))
-            self._record(claimed[0], finish, exception, applied, run(store.get_job(finish.job_id)))
+
+    def run_workflow_sync(self, store: SyncInlineStore, results: Sequence[EnqueueResult]) -> None:
+        """``run_workflow`` for ``SyncClient``."""
+        async def links(job_id: int) -> JobLinks | None:
+            return store.job_links(job_id)
+
+        policy = dataclasses.replace(self.policy, links=links)
+        waiting = [r.job for r in _new(results)]
+        while waiting:
+            left = [job for job in waiting if not self._run_one_sync(store, job, policy)]
+            if len(left) == len(waiting):
+                break
+            waiting = left
+        rows = [store.get_job(job.id) for job in waiting]
+        self.deferred.extend(r for r in rows if r is not None and r.status is JobStatus.QUEUED)
+
+    def _run_one_sync(self, store: SyncInlineStore, job: Job, policy: RunPolicy) -> bool:
+        claimed = store.claim_jobs(job, OWNER, INLINE_LEASE_S)
+        if not claimed:
+            return False
+        finish, exception = trio.run(_execute, claimed[0], self.registry, policy)
+        applied = store.finish_jobs(job, finish)
+        self._record(claimed[0], finish, exception, applied, store.get_job(finish.job_id))
+        return True
 
     def _record(self, claimed: ClaimedJob, finish: Finish, exception: Exception | None,
                 applied: set[int], row: Job | None) -> None:
@@ -287,11 +329,11 @@ def inline(*, registry: Registry | None = None,
     written). Yields the ``InlineRun`` that lists the outcomes. Scoped to the current task
     and the tasks it starts (a context variable), so concurrent tests do not see it."""
     run = InlineRun(REGISTRY if registry is None else registry, default_policy(backoff))
-    token = _client.INLINE.set(run)
+    token = INLINE.set(run)
     try:
         yield run
     finally:
-        _client.INLINE.reset(token)
+        INLINE.reset(token)
 
 
 __all__ = ["INLINE_LEASE_S", "OWNER", "InlineRun", "JobOutcome", "inline", "migrate", "run_job"]

@@ -23,12 +23,13 @@ from tests.support.redis_server import RedisServer
 PG_DSN = os.environ.get("GOCHAT_TEST_PG_DSN", "postgresql://root@127.0.0.1:5432/test")
 
 
+_TRACKED = ("background_jobs", "reply_outbox", "gochatd_job_dependencies", "gochatd_batches",
+            "gochatd_queue_pauses", "gochatd_periodic_slots")
 UNTRACK_SQL = "; ".join(
-    [f"DROP TRIGGER IF EXISTS {table}_track_change ON {table}" for table in (
-        "background_jobs", "reply_outbox", "gochatd_queue_pauses", "gochatd_periodic_slots")]
-    + [f"DROP TRIGGER IF EXISTS gochatd_guard_moved ON {table}" for table in (
-        "background_jobs", "reply_outbox", "gochatd_queue_pauses", "gochatd_periodic_slots")]
-    + ["DROP INDEX IF EXISTS background_jobs_changes_idx, reply_outbox_changes_idx",
+    [f"DROP TRIGGER IF EXISTS {table}_track_change ON {table}" for table in _TRACKED]
+    + [f"DROP TRIGGER IF EXISTS gochatd_guard_moved ON {table}" for table in _TRACKED]
+    + ["DROP INDEX IF EXISTS background_jobs_changes_idx, reply_outbox_changes_idx,"
+       " gochatd_job_dependencies_changes_idx, gochatd_batches_changes_idx",
        "DELETE FROM gochatd_change_tracking"]).encode()
 
 
@@ -75,7 +76,8 @@ def pg_clean(pg_migrated: str) -> str:
             "TRUNCATE background_jobs, job_attempts, reply_outbox, gochatd_periodic_slots,"
             " gochatd_queue_pauses,"
             " gochatd_routes, gochatd_route_acks, gochatd_change_tombstones, gochatd_migrations,"
-            " gochatd_job_types, gochatd_job_counts, gochatd_daemons"
+            " gochatd_job_types, gochatd_job_counts, gochatd_daemons, queue_rate_windows,"
+            " gochatd_job_waiters, gochatd_job_dependencies, gochatd_batches"
             " RESTART IDENTITY"
         )
         # A database that never took part in a move: what `gochatd migrate start` installs

@@ -17,7 +17,7 @@ It connects, prints ``ready``, then answers each command read from stdin with on
     quit
 
 ``handoffs``: the client's units handed to its connection threads so far, per pool
-(gochatd.handoff.HANDED; empty for pgqueuer).
+(gochatd.io.handoff.HANDED; empty for pgqueuer).
 
 Every line is the same no-op job (``bench:budget`` / pgqueuer's ``budget`` entrypoint)."""
 
@@ -84,7 +84,7 @@ async def _gochatd(url: str, redis_url: str) -> None:
 
     import gochatd
     from benchmarks.bench.budget_handlers import JOB_TYPE
-    from gochatd.handoff import HANDED
+    from gochatd.io.handoff import HANDED
 
     marks: dict[str, float] = {}
     async with gochatd.Client(url, redis_url or None) as client:

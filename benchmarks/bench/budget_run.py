@@ -28,7 +28,7 @@ CONCURRENCY = 100
 PGQ_BATCH = 50
 #: As daemon_process.py: the child asks for a SIGTERM when the bench dies.
 _LAUNCH = ("import ctypes, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "
-           "from gochatd.cli import main; sys.exit(main())")
+           "from gochatd.cli.program import main; sys.exit(main())")
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from benchmarks.bench.options import BenchOptions
 from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
 from benchmarks.bench.throughput import bulk_enqueue
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.errors import GochatdError
 from gochatd.testing import migrate
 
@@ -40,7 +40,7 @@ _TICKS = os.sysconf("SC_CLK_TCK")
 #: by SIGKILL, so no daemon outlives a bench. Done in the child, not in a preexec_fn: the
 #: bench has threads, and forking with them must not run Python before exec.
 _LAUNCH = ("import ctypes, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM); "
-           "from gochatd.cli import main; sys.exit(main())")
+           "from gochatd.cli.program import main; sys.exit(main())")
 
 
 class ServeProcess:
@@ -57,7 +57,7 @@ class ServeProcess:
         self._log: IO[bytes] = tempfile.NamedTemporaryFile(  # noqa: SIM115 (closed in stop)
             prefix="gochatd-bench-serve-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _LAUNCH, "serve", "--worker-only", "--migrate"],
+            [sys.executable, "-c", _LAUNCH, "serve", "--worker-only", "--upgrade"],
             env=env, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
 

@@ -23,9 +23,9 @@ from benchmarks.bench.options import BenchOptions
 from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import Probe, drop_streams, scratch_database, stream_prefix
 from benchmarks.bench.stats import StartTracker, percentile
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.new_job import NewJob
-from gochatd.service import Worker
+from gochatd.worker.service import Worker
 
 TICK_S = 0.01
 CATCH_UP_S = 5.0

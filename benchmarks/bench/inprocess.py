@@ -12,11 +12,11 @@ from typing import Any
 import trio
 
 from benchmarks.bench.stats import StartTracker
-from gochatd.client import Client
-from gochatd.config import Settings
+from gochatd.client.client import Client
+from gochatd.config.settings import Settings
 from gochatd.model import Job
-from gochatd.registry import HandlerSpec, Registry
-from gochatd.service import Worker
+from gochatd.worker.registry import HandlerSpec, Registry
+from gochatd.worker.service import Worker
 
 Enqueue = Callable[[], Awaitable[Job]]
 

@@ -1,5 +1,5 @@
 """``--scenario migrate``: a live move of ``migrate_jobs`` jobs from SQLite to PostgreSQL with
-the library functions ``gochatd migrate run --all --cutover`` uses, and the enqueue cost of
+the library functions ``gochatd move run --all --cutover`` uses, and the enqueue cost of
 the change tracking that makes it live (migrate_overhead.py).
 
 1. seed: a scratch SQLite file at the latest schema gets N jobs over four tenants (10:5:3:2,
@@ -132,7 +132,7 @@ class _Move:
         tail = max(1, n // 1000)
         await self._step(lambda: self._write("bench_migrate_finish_jobs", count=tail))
         figures["cutover_tail_writes"] = tail
-        # As ``migrate run --cutover``: the validation just done is the one cutover starts from.
+        # As ``move run --cutover``: the validation just done is the one cutover starts from.
         done = await self._timed(figures, "cutover", lambda: cutover(
             ctx, move, window_s=WINDOW_S, validated=checks))
         figures["cutover_frozen_ms"] = float(done["frozen_s"]) * 1000

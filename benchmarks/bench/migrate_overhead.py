@@ -7,7 +7,7 @@ store (``open_store``, what the daemon and ``Client`` use underneath):
 - ``shipped``: as migrated, no tracking (every database that never moved a tenant): the
   baseline;
 - ``tracking``: the numbering triggers, the read-only guard and catch-up index
-  ``migrate start`` installs, and the enqueuing tenant's route in state ``tracking`` (a
+  ``move start`` installs, and the enqueuing tenant's route in state ``tracking`` (a
   migration in progress; set with the migrator's own ``prepare_source`` and ``set_route``).
 
 ``migrate_rounds`` rounds; in each, every variant (in a rotated order) takes
@@ -89,7 +89,7 @@ def _prepare(url: str, variant: str) -> None:
     if variant == "tracking":
         db = Database(parse_endpoint("source", url))
         try:
-            prepare_source(db)  # as `migrate start` does: numbering, guard, catch-up index
+            prepare_source(db)  # as `move start` does: numbering, guard, catch-up index
             set_route(db, TENANT, "postgresql://bench-destination/gochatd", RouteState.TRACKING)
         finally:
             db.close()

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 import trio
 
 from benchmarks.bench.inprocess import wait_completed
-from gochatd.service import Worker
+from gochatd.worker.service import Worker
 
 
 async def profile_drain(worker: Worker, fill: Callable[[], Awaitable[int]], path: str) -> None:

@@ -27,15 +27,15 @@ from benchmarks.bench.inprocess import bench_settings, wait_completed
 from benchmarks.bench.options import BenchOptions
 from benchmarks.bench.report import Report, progress
 from benchmarks.bench.scratch import drop_streams, scratch_database, stream_prefix
-from gochatd.client import Client
+from gochatd.client.client import Client
+from gochatd.client.sync_client import SyncClient
 from gochatd.context import JobContext
-from gochatd.logs import get_logger
 from gochatd.new_job import NewJob
-from gochatd.registry import Registry, handler_spec
-from gochatd.runtimes import loop_for
-from gochatd.service import Worker
-from gochatd.sync_client import SyncClient
+from gochatd.obs.logs import get_logger
 from gochatd.testing import migrate
+from gochatd.worker.registry import Registry, handler_spec
+from gochatd.worker.runtimes import loop_for
+from gochatd.worker.service import Worker
 
 #: Jobs per producer and round: half of N, at most this many (the rate is steady by then).
 SEQUENTIAL_MAX = 2_000

@@ -24,7 +24,7 @@ from benchmarks.bench.options import POOLED
 from benchmarks.bench.queries import bench_queries
 from benchmarks.bench.report import Report
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
-from gochatd.redact import mask_url
+from gochatd.obs.redact import mask_url
 from gochatd.store.sqlite import SqliteStore
 
 

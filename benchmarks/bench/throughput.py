@@ -39,7 +39,7 @@ from benchmarks.bench.scratch import (
     stream_prefix,
 )
 from benchmarks.bench.stats import StartTracker, summary_ms
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.new_job import NewJob
 from gochatd.testing import migrate
 

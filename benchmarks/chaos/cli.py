@@ -16,8 +16,15 @@ from types import FrameType
 from benchmarks.chaos import report, runner
 from benchmarks.chaos.report import ScenarioResult
 from benchmarks.chaos.scenarios import ORDER
-from benchmarks.chaos.settings import DEFAULT_JOBS, DEFAULT_WORKERS, SMOKE_JOBS, Options
-from gochatd.logs import configure_logging
+from benchmarks.chaos.settings import (
+    DEFAULT_JOBS,
+    DEFAULT_PRESSURE,
+    DEFAULT_WORKERS,
+    SMOKE_JOBS,
+    SMOKE_PRESSURE,
+    Options,
+)
+from gochatd.obs.logs import configure_logging
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", metavar="FILE", help="write the results as JSON")
     p.add_argument("--smoke", action="store_true", help="small load, seconds per scenario")
     p.add_argument("--keep", metavar="DIR", help="copy the daemons' logs there before cleaning up")
+    p.add_argument("--pressure-minutes", type=float, metavar="M",
+                   help=f"each phase of the pressure cells (default {DEFAULT_PRESSURE[0]:g}; "
+                   f"smoke {SMOKE_PRESSURE[0]:g}; the issue's full length: 10)")
+    p.add_argument("--pressure-rate", type=float, metavar="JOBS_PER_S",
+                   help=f"offered load of the pressure cells (default {DEFAULT_PRESSURE[1]:g}; "
+                   f"smoke {SMOKE_PRESSURE[1]:g})")
+    p.add_argument("--burst-jobs", type=int, metavar="N",
+                   help=f"the burst cell's burst (default {DEFAULT_PRESSURE[2]}; "
+                   f"smoke {SMOKE_PRESSURE[2]})")
     return p
 
 
@@ -50,8 +66,15 @@ def parse(argv: Sequence[str]) -> Options:
     jobs = args.jobs if args.jobs is not None else (SMOKE_JOBS if args.smoke else DEFAULT_JOBS)
     if jobs < 10:
         parser.error("--jobs must be at least 10")
+    minutes, rate, burst = SMOKE_PRESSURE if args.smoke else DEFAULT_PRESSURE
+    minutes = args.pressure_minutes if args.pressure_minutes is not None else minutes
+    rate = args.pressure_rate if args.pressure_rate is not None else rate
+    burst = args.burst_jobs if args.burst_jobs is not None else burst
+    if not (minutes > 0 and rate > 0 and burst >= 10):
+        parser.error("--pressure-minutes and --pressure-rate must be positive, --burst-jobs >= 10")
     return Options(scenarios=list(names), jobs=jobs, workers=args.workers, seed=args.seed,
-                   smoke=args.smoke, report=args.report, keep=args.keep)
+                   smoke=args.smoke, report=args.report, keep=args.keep,
+                   pressure_s=minutes * 60, pressure_rate=rate, burst_jobs=int(burst))
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -10,7 +10,12 @@ Instrumentation (the runner's, not the daemon's):
 - ``chaos_transitions`` an audit trigger on ``background_jobs``: every insert and every
   change of status or fence, with the row's fence, attempts, owner, error class,
   ``scheduled_at`` and the database clock. This is how the invariants see every claim,
-  every accepted completion and every reap, whoever made them.
+  every accepted completion and every reap, whoever made them;
+- ``chaos_releases``    every release of a held job (a dependent, a batch callback, a
+  chain link: its due time leaving 9999-12-31), numbered in the transitions' order.
+
+Both audit tables keep each row's transaction id (``txid``): which finish released which
+callback.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from benchmarks.chaos.postgres import APP_ROLE, ClusterLike
 from benchmarks.chaos.recorder import EXECUTIONS_TABLE
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.store import open_store
 
 TERMINAL = ("completed", "dead", "cancelled")
@@ -54,7 +59,8 @@ _INSTRUMENT = [
         error_class text,
         scheduled_at double precision NOT NULL,
         lease_expires_at double precision,
-        at double precision NOT NULL
+        at double precision NOT NULL,
+        txid bigint NOT NULL DEFAULT txid_current()
     )""",
     """CREATE FUNCTION chaos_audit() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -74,6 +80,25 @@ _INSTRUMENT = [
         FOR EACH ROW
         WHEN (OLD.status IS DISTINCT FROM NEW.status OR OLD.fence IS DISTINCT FROM NEW.fence)
         EXECUTE FUNCTION chaos_audit()""",
+    # Releases of held jobs (a dependent's due time leaving 9999-12-31), numbered from the
+    # transitions' sequence: one order for every audited event.
+    """CREATE TABLE chaos_releases (
+        id bigint PRIMARY KEY DEFAULT nextval('chaos_transitions_id_seq'),
+        job_id bigint NOT NULL,
+        at double precision NOT NULL,
+        txid bigint NOT NULL DEFAULT txid_current()
+    )""",
+    """CREATE FUNCTION chaos_audit_release() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        INSERT INTO chaos_releases (job_id, at)
+        VALUES (NEW.id, extract(epoch FROM clock_timestamp()));
+        RETURN NULL;
+    END
+    $$""",
+    """CREATE TRIGGER chaos_audit_release AFTER UPDATE OF scheduled_at ON background_jobs
+        FOR EACH ROW
+        WHEN (OLD.scheduled_at >= '9999-01-01' AND NEW.scheduled_at < '9999-01-01')
+        EXECUTE FUNCTION chaos_audit_release()""",
 ]
 
 

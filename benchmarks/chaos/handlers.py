@@ -10,12 +10,16 @@ outcome) through ``benchmarks.chaos.recorder``, then, as its payload asks:
 - ``work_s``     sleeps that long (the job's work);
 - ``fail_times`` raises on attempts 1..fail_times (retries), and on every attempt when it
                  is at least the job's max_attempts (dead);
+- ``fail_hard``  raises ``NonRetryable`` (dead at once: a batch member failing on purpose);
 - ``effect``     then does a real write in the jobs database on its own connection:
                  ``chaos_effects.applied += 1`` for the job (at-least-once side effects).
 
 The end is recorded with outcome ``ok``, ``failed`` or ``cancelled`` (lease lost, shutdown);
 a process killed mid-handler leaves no end. ``chaos:exit`` records its start and end
 (outcome ``exit``) and then ``os._exit(1)``: the poison job that takes its daemon down.
+``chaos:flow`` is a batch callback or a chain link (``benchmarks.chaos.flows``): it records
+its execution, then what ``ctx.dependencies()`` gave it, works, writes its effect and
+returns ``{"step": n}`` (a chain's next link reads it).
 
 ``CHAOS_CLOCK_SKEW_S`` (clock-skew scenario) shifts ``time.time`` of the whole daemon
 process by that many seconds; the recorder keeps the real clock.
@@ -136,12 +140,38 @@ async def work(ctx: JobContext) -> None:
         if hold_s > 0:
             await trio.to_thread.run_sync(connections().hold, hold_s, abandon_on_cancel=True)
         await trio.sleep(float(payload.get("work_s") or 0.0))
+        if payload.get("fail_hard"):
+            raise gochatd.NonRetryable("injected non-retryable failure")
         if ctx.attempt <= int(payload.get("fail_times") or 0):
             raise ChaosFailure(f"injected failure on attempt {ctx.attempt}")
         if payload.get("effect"):
             await trio.to_thread.run_sync(connections().effect, ctx.job_id,
                                           abandon_on_cancel=True)
         outcome = "ok"
+    except Exception:
+        outcome = "failed"
+        raise
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(rec.ended, row, outcome)
+
+
+@gochatd.job("chaos:flow")
+async def flow(ctx: JobContext) -> dict[str, Any]:
+    rec = recorder()
+    row = await trio.to_thread.run_sync(rec.started, ctx.job_id, ctx.fence, ctx.attempt,
+                                        os.getpid())
+    outcome = "cancelled"
+    try:
+        deps = await ctx.dependencies()
+        seen = [[d.job_id, d.status.value, d.result] for d in deps]
+        await trio.to_thread.run_sync(rec.saw, row, seen)
+        await trio.sleep(float(ctx.payload.get("work_s") or 0.0))
+        if ctx.payload.get("effect"):
+            await trio.to_thread.run_sync(connections().effect, ctx.job_id,
+                                          abandon_on_cancel=True)
+        outcome = "ok"
+        return {"step": int(ctx.payload.get("step") or 0)}
     except Exception:
         outcome = "failed"
         raise

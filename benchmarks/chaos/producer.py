@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.errors import GochatdError
 
 

@@ -2,6 +2,9 @@
 to PostgreSQL (``CHAOS_RECORD_URL``, the superuser, not through the fault proxy), so what
 the runner reads is what really ran, even while the daemon's own connections are cut.
 
+``db_started_at`` is the database's clock at the same moment (the row's default), and
+``seen`` what a workflow handler (``chaos:flow``) read of its dependencies.
+
 Times are the real wall clock of this host, captured before a clock-skew scenario patches
 ``time.time`` in the daemon process. One connection per process, guarded by a lock;
 a failed write reconnects and retries until ``RETRY_FOR_S`` (PostgreSQL restarts).
@@ -16,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 RETRY_FOR_S = 90.0
 
@@ -30,7 +34,11 @@ CREATE TABLE IF NOT EXISTS chaos_executions (
     started_at double precision NOT NULL,
     ended_at double precision,
     outcome text,
-    token text NOT NULL UNIQUE
+    token text NOT NULL UNIQUE,
+    -- the database clock at the start (the workflow invariant compares it with members'
+    -- completed_at / failed_at), and what a workflow handler saw of its dependencies
+    db_started_at double precision NOT NULL DEFAULT extract(epoch FROM clock_timestamp()),
+    seen jsonb
 )"""
 
 
@@ -79,3 +87,7 @@ class Recorder:
             "UPDATE chaos_executions SET ended_at = %s, outcome = %s WHERE id = %s",
             (self.clock(), outcome, row_id),
         )
+
+    def saw(self, row_id: int, seen: list[Any]) -> None:
+        """What a workflow handler read of its dependencies: [[job id, status, result], ...]."""
+        self._execute("UPDATE chaos_executions SET seen = %s WHERE id = %s", (Jsonb(seen), row_id))

@@ -33,6 +33,8 @@ class ScenarioResult:
     p50_claim_latency_after_s: float | None = None
     p99_claim_latency_after_s: float | None = None
     limits: dict[str, Any] = field(default_factory=dict)
+    #: Batches, callbacks and chains of the load, and the "callbacks exactly once" verdict.
+    workflows: dict[str, Any] = field(default_factory=dict)
     maintenance: dict[str, Any] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
     daemon_exit_codes: dict[str, int | None] = field(default_factory=dict)
@@ -53,6 +55,9 @@ COLUMNS: list[tuple[str, str]] = [
     ("dup exec", "duplicate_executions"),
     ("overlap", "overlapping_executions"),
     ("reaped", "leases_reaped"),
+    ("batches", "workflows.batches"),
+    ("cb runs", "workflows.callback_runs"),
+    ("cb viol", "workflows.violations"),
     ("recovery s", "recovery_s"),
     ("reap s", "stranded_reaped_max_s"),
     ("rerun s", "stranded_rerun_max_s"),
@@ -62,6 +67,10 @@ COLUMNS: list[tuple[str, str]] = [
 
 
 def _cell(result: ScenarioResult, attr: str) -> str:
+    if "." in attr:  # a figure of a dict field
+        name, key = attr.split(".", 1)
+        value = getattr(result, name).get(key)
+        return "-" if value is None else str(value)
     value = getattr(result, attr)
     if attr == "ok":
         return "yes" if value else "NO"
@@ -98,11 +107,25 @@ def details(results: list[ScenarioResult]) -> str:
             lines.append(f"  repeated executions: {why}")
         if r.fence_gaps:
             lines.append(f"  fences without execution: {r.fence_gaps}")
+        if r.workflows.get("batches") or r.workflows.get("chains"):
+            lines.append(f"  workflows: {_workflows(r.workflows)}")
         if r.notes:
             lines.append(f"  notes: {json.dumps(r.notes, sort_keys=True)}")
         for v in r.violations:
             lines.append(f"  VIOLATION: {v}")
     return "\n".join(lines)
+
+
+def _workflows(w: dict[str, Any]) -> str:
+    """One line: batches, callbacks, their runs and why some ran again, chains."""
+    why = "; ".join(f"{k}: {v}" for k, v in sorted(w.get("callback_repeats_why", {}).items()))
+    return (f"{w['batches']} batches ({w.get('batches_with_failing_member', 0)} with a member "
+            f"failing), {w.get('callbacks', 0)} callbacks: {w.get('callbacks_released', 0)} "
+            f"released, {w.get('callbacks_completed', 0)} completed, "
+            f"{w.get('on_success_cancelled', 0)} on_success cancelled; "
+            f"{w.get('callback_runs', 0)} callback runs, {w.get('callback_runs_repeated', 0)} "
+            f"repeated{f' ({why})' if why else ''}; {w['chains']} chains "
+            f"({w.get('chain_link_runs', 0)} link runs); {w['violations']} violations")
 
 
 def write_json(path: str, run: dict[str, Any], results: list[ScenarioResult]) -> None:

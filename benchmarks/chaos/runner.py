@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.chaos import flows
 from benchmarks.chaos.database import ScenarioDb
 from benchmarks.chaos.fleet import REPO_ROOT, Fleet
 from benchmarks.chaos.invariants import Checker, Expectations, recovery
@@ -147,9 +148,14 @@ def _judge(result: ScenarioResult, ctx: Context, timing: Timing) -> None:
         concurrency=timing.concurrency,
         claim_loss_possible=scenario.claim_loss_possible, overlap_allowed=scenario.overlap_allowed,
     )
-    findings = Checker(snap, expect, fleet.deaths).run()
+    checker = Checker(snap, expect, fleet.deaths)
+    findings = checker.run()
     figures = findings.figures
     violations = list(ctx.violations) + findings.violations
+    flow = flows.check(ctx.db, ctx.flows, snap, flows.why_from(checker),
+                       clock_comparable=not scenario.db_clock_jumps)
+    result.workflows = flow.figures
+    violations += [f"workflows: {v}" for v in flow.violations]
     if result.error:
         violations.insert(0, f"scenario failed: {result.error}")
     result.jobs = len(ctx.jobs)

@@ -57,8 +57,17 @@ class Options:
     report: str | None = None
     keep: str | None = None
     timing: Timing = field(default_factory=Timing)
+    #: The pressure cells (scenarios/pressure.py): seconds per phase, the offered rate, and
+    #: the burst cell's burst.
+    pressure_s: float = 120.0
+    pressure_rate: float = 600.0
+    burst_jobs: int = 100_000
 
 
 DEFAULT_JOBS = 1000
 SMOKE_JOBS = 120
 DEFAULT_WORKERS = 3
+#: ``--pressure-minutes``, ``--pressure-rate``, ``--burst-jobs`` when not given (full run,
+#: smoke). The issue's full length is 10 minutes per phase: ``--pressure-minutes 10``.
+DEFAULT_PRESSURE = (2.0, 600.0, 100_000)
+SMOKE_PRESSURE = (0.1, 150.0, 3_000)

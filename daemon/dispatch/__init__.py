@@ -1,3 +1,3 @@
 """Dispatch: how a worker learns that a job is ready. Redis Streams when configured and up;
-otherwise the database is polled (``gochatd.loops.intake``). Neither is the truth: the
+otherwise the database is polled (``gochatd.worker.intake``). Neither is the truth: the
 database claim decides."""

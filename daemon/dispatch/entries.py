@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gochatd.model import DispatchRef
+from gochatd.model import MAX_ID, DispatchRef
 
 MAX_FIELD_BYTES = 256
 
@@ -23,7 +23,7 @@ class StreamEntry:
         if not raw_id.isascii() or not raw_id.isdigit() or not 0 < len(raw_id) <= 19:
             return None
         job_id = int(raw_id)
-        if not 0 < job_id < 2**63:  # a PostgreSQL bigint
+        if not 0 < job_id <= MAX_ID:
             return None
         return DispatchRef(
             job_id=job_id,

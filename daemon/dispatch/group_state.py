@@ -1,16 +1,81 @@
-"""What one consumer group has left in a stream: its backlog (lag plus pending) and the
-entries every consumer has read and acked, which trimming removes. Plain functions over one
-synchronous redis-py client, run by ``RedisStreams`` as units of work."""
+"""What one consumer group has left in a stream: its backlog (lag plus pending), the
+entries every consumer has read and acked, which trimming removes, and the acks and
+hand-backs of entries read. Plain functions over one synchronous redis-py client, run by
+``RedisStreams`` as units of work (or on another pool's thread: ``ack_here``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from gochatd.dispatch.entries import field_text
-from gochatd.dispatch.redis_client import RedisClient
+from gochatd.dispatch.entries import StreamEntry, entry_from_redis, field_text
+from gochatd.dispatch.redis_client import RedisClient, on_slot
+
+
+def ack_entries(r: RedisClient, entries: Sequence[StreamEntry], group: str,
+                slot: Callable[[str], int]) -> None:
+    """XACK ``entries``: one pipeline per hash slot's master (``slot``: a stream's slot)."""
+    by_slot: dict[int, dict[str, list[str]]] = {}
+    for entry in entries:
+        by_slot.setdefault(slot(entry.stream), {}).setdefault(
+            entry.stream, []).append(entry.entry_id)
+
+    def _ack_streams(c: RedisClient, by_stream: dict[str, list[str]]) -> None:
+        with c.pipeline(transaction=False) as pipe:
+            for stream, ids in by_stream.items():
+                pipe.xack(stream, group, *ids)
+            pipe.execute()
+
+    for by_stream in by_slot.values():
+        on_slot(r, next(iter(by_stream)), partial(_ack_streams, by_stream=by_stream))
+
+
+def hand_back_entries(r: RedisClient, entries: Sequence[StreamEntry], group: str, maxlen: int,
+                      slot: Callable[[str], int]) -> None:
+    """Re-add ``entries`` and ack the originals, in one transaction per hash slot (a
+    transaction touches one slot)."""
+    by_slot: dict[int, list[StreamEntry]] = {}
+    for entry in entries:
+        by_slot.setdefault(slot(entry.stream), []).append(entry)
+
+    def _hand_back_slot(c: RedisClient, slot_entries: list[StreamEntry]) -> None:
+        with c.pipeline(transaction=True) as pipe:
+            for entry in slot_entries:
+                pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)
+                pipe.xack(entry.stream, group, entry.entry_id)
+            pipe.execute()
+
+    for slot_entries in by_slot.values():
+        on_slot(r, slot_entries[0].stream, partial(_hand_back_slot, slot_entries=slot_entries))
+
+
+def autoclaim_entries(r: RedisClient, keys: Sequence[str], group: str, consumer: str,
+                      min_idle_ms: int, count: int) -> list[StreamEntry]:
+    """XAUTOCLAIM for ``consumer`` what idled in any consumer's PEL longer than
+    ``min_idle_ms`` (up to ``count`` per stream); acks the ids whose entries were deleted."""
+    out: list[StreamEntry] = []
+    for key in keys:
+        try:
+            res = r.xautoclaim(key, group, consumer, min_idle_time=min_idle_ms,
+                               start_id="0-0", count=count)
+        except ResponseError as exc:
+            if "NOGROUP" in str(exc):
+                continue
+            raise
+        # res = [next_start, [[id, fields], ...], [deleted ids]]
+        for item in res[1] or []:
+            if item is None:
+                continue
+            entry_id, fields = item
+            if fields is None:
+                continue
+            out.append(entry_from_redis(key, entry_id, fields))
+        if len(res) > 2 and res[2]:
+            r.xack(key, group, *res[2])
+    return out
 
 
 def group_info(r: RedisClient, key: str, group: str) -> dict[str, Any] | None:

@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 import trio
 
-from gochatd.counters import Counters
 from gochatd.errors import DispatchUnavailable
-from gochatd.logs import get_logger
-from gochatd.redact import mask_url
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
+from gochatd.obs.redact import mask_url
 
 #: The warning repeats after this long, then twice as long each time, up to WARN_MAX_S.
 WARN_FIRST_S = 5.0

@@ -16,13 +16,18 @@ import json
 import threading
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import OutOfMemoryError, ResponseError
 
-from gochatd.config import Settings
 from gochatd.dispatch.entries import StreamEntry, entry_from_redis
-from gochatd.dispatch.group_state import group_backlog, trim_acked
+from gochatd.dispatch.group_state import (
+    ack_entries,
+    autoclaim_entries,
+    group_backlog,
+    hand_back_entries,
+    trim_acked,
+)
 from gochatd.dispatch.redis_client import (
     LuaScript,
     RedisClient,
@@ -39,10 +44,21 @@ from gochatd.dispatch.redis_client import (
 )
 from gochatd.dispatch.scripts import FILL_SCRIPT, PUBLISH_SCRIPT
 from gochatd.errors import ConfigError, DispatchUnavailable, ResourceClosed
-from gochatd.handoff import Handoff
+from gochatd.io.handoff import Handoff
 from gochatd.model import DispatchRef
-from gochatd.redact import mask_url
+from gochatd.obs.redact import mask_url
 
+if TYPE_CHECKING:
+    from gochatd.config.settings import Settings
+
+#: An XACK slower than this is abandoned (a black-holed Redis answers nothing until the
+#: socket timeout): the entries are reclaimed and acked later.
+ACK_TIMEOUT_S = 1.0
+#: Commands on another pool's thread give up after this: the XADD right after an enqueue's
+#: commit and the XACK right after a finish's run on the store's connection thread, which a
+#: black-holed Redis would otherwise hold for the 5 s socket timeout (the enqueue's caller
+#: with it). The job stands either way: the sweep dispatches it, the reclaim acks it.
+HERE_TIMEOUT_S = 1.0
 #: In a cluster a blocking XREADGROUP can wait on one slot's streams only: with queues in
 #: several slots it waits at most this long, so the others are read again soon.
 CLUSTER_BLOCK_S = 0.1
@@ -122,22 +138,45 @@ class RedisStreams:
         )
         self._open = True
 
+    def open_here(self) -> None:
+        """Without an event loop (``SyncClient``): only the thread-safe client, made on
+        first use by ``publish_here``/``check_url_here`` on the calling thread."""
+        self._open = True
+
+    def close_here(self) -> None:
+        with self._shared_lock:
+            client, self._shared = self._shared, None
+            self._open = False
+        if client is not None:
+            close_client(client)
+
+    def check_url_here(self) -> None:
+        """``check_url`` on the calling thread, through the thread-safe client."""
+        with contextlib.suppress(DispatchUnavailable), translated():
+            client = self._shared_client()
+            ping(client)
+            if not self.cluster and cluster_enabled(client):
+                raise ConfigError(
+                    f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
+                    "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True for "
+                    "gochatd.Client and SyncClient)")
+
     def _shared_client(self) -> RedisClient:
         """Thread-safe (a connection pool): for callers on other pools' threads. Made on
-        first use, on such a thread (a cluster client asks for the slot map)."""
+        first use, on such a thread (a cluster client asks for the slot map). Its commands
+        give up after ``HERE_TIMEOUT_S``."""
         with self._shared_lock:
             if not self._open:
                 raise DispatchUnavailable("redis client not open")
             if self._shared is None:
-                self._shared = connect(self._url, cluster=self.cluster, socket_timeout_s=5.0,
-                                       client_name="gochatd", single=False, max_connections=16)
+                self._shared = connect(
+                    self._url, cluster=self.cluster, socket_timeout_s=HERE_TIMEOUT_S,
+                    connect_timeout_s=HERE_TIMEOUT_S, client_name="gochatd", single=False,
+                    max_connections=16)
             return self._shared
 
     async def close(self) -> None:
-        with self._shared_lock:
-            shared, self._shared, self._open = self._shared, None, False
-        if shared is not None:
-            close_client(shared)  # only closes idle connections: no I/O to wait for
+        self.close_here()  # the shared client only closes idle connections: no I/O to wait for
         pool, reader, self._pool, self._reader = self._pool, self._reader, None, None
         for handoff in (pool, reader):
             if handoff is not None:
@@ -291,83 +330,31 @@ class RedisStreams:
         return list(await self._call(_read, reader=True))
 
     async def ack(self, entries: Sequence[StreamEntry]) -> None:
-        if not entries:
-            return
-        by_slot: dict[int, dict[str, list[str]]] = {}
-        for entry in entries:
-            by_slot.setdefault(self._slot(entry.stream), {}).setdefault(
-                entry.stream, []).append(entry.entry_id)
-        group = self.group
+        if entries:
+            await self._call(partial(ack_entries, entries=entries, group=self.group,
+                                     slot=self._slot))
 
-        def _ack_streams(c: RedisClient, by_stream: dict[str, list[str]]) -> None:
-            with c.pipeline(transaction=False) as pipe:
-                for stream, ids in by_stream.items():
-                    pipe.xack(stream, group, *ids)
-                pipe.execute()
-
-        def _ack(r: RedisClient) -> None:
-            for by_stream in by_slot.values():  # one pipeline per slot's master
-                on_slot(r, next(iter(by_stream)), partial(_ack_streams, by_stream=by_stream))
-
-        await self._call(_ack)
+    def ack_here(self, entries: Sequence[StreamEntry]) -> None:
+        """``ack`` on the calling thread (the store's connection thread, right after the
+        finish committed: the finisher's XACK in the same hop), through a thread-safe client
+        whose commands time out after ``HERE_TIMEOUT_S``. Raises ``DispatchUnavailable``."""
+        if entries:
+            with translated():
+                ack_entries(self._shared_client(), entries, self.group, self._slot)
 
     async def hand_back(self, entries: Sequence[StreamEntry]) -> None:
         """Give entries we read but will not run back to the group: re-add, then ack."""
-        if not entries:
-            return
-        group, maxlen = self.group, self.maxlen
-
-        by_slot: dict[int, list[StreamEntry]] = {}
-        for entry in entries:
-            by_slot.setdefault(self._slot(entry.stream), []).append(entry)
-
-        def _hand_back_slot(c: RedisClient, slot_entries: list[StreamEntry]) -> None:
-            with c.pipeline(transaction=True) as pipe:
-                for entry in slot_entries:
-                    pipe.xadd(entry.stream, entry.fields, maxlen=maxlen, approximate=True)
-                    pipe.xack(entry.stream, group, entry.entry_id)
-                pipe.execute()
-
-        def _hand_back(r: RedisClient) -> None:
-            for slot_entries in by_slot.values():  # a transaction touches one slot
-                on_slot(r, slot_entries[0].stream,
-                        partial(_hand_back_slot, slot_entries=slot_entries))
-
-        await self._call(_hand_back)
+        if entries:
+            await self._call(partial(hand_back_entries, entries=entries, group=self.group,
+                                     maxlen=self.maxlen, slot=self._slot))
 
     async def autoclaim(
         self, queues: Sequence[str], min_idle_s: float, count: int
     ) -> list[StreamEntry]:
         """Take over entries idle in any consumer's PEL for longer than ``min_idle_s``."""
-        keys = [self.key(q) for q in queues]
-        group, consumer = self.group, self.consumer
-        min_idle_ms = int(min_idle_s * 1000)
-
-        def _autoclaim(r: RedisClient) -> list[StreamEntry]:
-            out: list[StreamEntry] = []
-            for key in keys:
-                try:
-                    res = r.xautoclaim(
-                        key, group, consumer, min_idle_time=min_idle_ms, start_id="0-0",
-                        count=count,
-                    )
-                except ResponseError as exc:
-                    if "NOGROUP" in str(exc):
-                        continue
-                    raise
-                # res = [next_start, [[id, fields], ...], [deleted ids]]
-                for item in res[1] or []:
-                    if item is None:
-                        continue
-                    entry_id, fields = item
-                    if fields is None:
-                        continue
-                    out.append(entry_from_redis(key, entry_id, fields))
-                if len(res) > 2 and res[2]:
-                    r.xack(key, group, *res[2])
-            return out
-
-        return list(await self._call(_autoclaim))
+        return list(await self._call(partial(
+            autoclaim_entries, keys=[self.key(q) for q in queues], group=self.group,
+            consumer=self.consumer, min_idle_ms=int(min_idle_s * 1000), count=count)))
 
     async def backlog(self, queue: str) -> int:
         """Entries of ``queue`` waiting in the stream for this group: lag plus pending."""

@@ -13,10 +13,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from gochatd.config import Settings
+from gochatd.config.settings import Settings
 from gochatd.gateway.keys import KeyRing
 from gochatd.gateway.ratelimit import Decision, RateLimiter
-from gochatd.logs import get_logger
+from gochatd.obs.logs import get_logger
 
 PROBE_INTERVAL_S = 1.0
 #: Request outcomes counted per tenant (tenant ids come from the configured keys, a

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from gochatd.gateway.requests import IDEMPOTENCY_KEY_PATTERN, MAX_BATCH, RFC3339_PATTERN
+from gochatd.gateway.requests import (
+    IDEMPOTENCY_KEY_PATTERN,
+    MAX_BATCH,
+    MAX_BATCH_MEMBERS,
+    MEMBER_FIELDS,
+    RFC3339_PATTERN,
+    WAITING_FIELDS,
+)
+from gochatd.model import MAX_ID
+from gochatd.workflows.model import MAX_DEPENDENCIES
 
 _NO_NUL = "^[^\\u0000]*$"
 _TENANT_KEY: list[dict[str, list[str]]] = [{"tenantKey": []}]
@@ -41,6 +50,69 @@ def _job_properties(ref: Any) -> dict[str, Any]:
 #: delay_s and scheduled_at exclude each other (null is the same as leaving one out).
 _ONE_TIME = {"not": {"required": ["delay_s", "scheduled_at"], "properties": {
     "delay_s": {"type": "number"}, "scheduled_at": {"type": "string"}}}}
+#: A job with dependencies starts when they let it: none of these (docs/workflows.md).
+_NOT_WHILE_WAITING = {"delay_s": {"type": "number"}, "scheduled_at": {"type": "string"},
+                      "unique_for_s": {"type": "number"}, "unique_key": {"type": "string"}}
+_WAITS = {"allOf": [_ONE_TIME, *({"not": {"required": ["depends_on", name], "properties": {
+    "depends_on": {"type": "array", "minItems": 1}, name: schema}}}
+    for name, schema in _NOT_WHILE_WAITING.items())]}
+_LINKS = {
+    "depends_on": _nullable({"type": "array", "maxItems": MAX_DEPENDENCIES,
+                             "items": {"type": "integer", "minimum": 1, "maximum": MAX_ID}}),
+    "run_if_failed": _nullable({"type": "boolean"}),
+}
+
+
+def _waiting_job(ref: Any) -> dict[str, Any]:
+    """A chain's link or a batch's callback: starts when its dependencies let it."""
+    return {"type": "object", "additionalProperties": False, "required": ["job_type"],
+            "properties": {k: v for k, v in _job_properties(ref).items() if k in WAITING_FIELDS}}
+
+
+def workflow_paths(json: Any, ref: Any, common: dict[str, Any]) -> dict[str, Any]:
+    """POST /v1/chains and POST /v1/batches (gateway/workflows.py)."""
+    def post(summary: str, request: str, response: str) -> dict[str, Any]:
+        return {"post": {
+            "summary": summary, "security": _TENANT_KEY,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": ref(request)}}},
+            "responses": {"201": json(ref(response), "created, in one transaction"),
+                          **common}}}
+
+    return {
+        "/v1/chains": post("Enqueue jobs that run one after another, each once the one before "
+                           "it completed (docs/workflows.md)", "ChainRequest", "Chain"),
+        "/v1/batches": post("Enqueue a batch: jobs side by side, then on_success (all "
+                            "completed) and on_complete (all finished), once",
+                            "BatchWorkflowRequest", "BatchWorkflow"),
+    }
+
+
+def workflow_schemas(ref: Any) -> dict[str, Any]:
+    jobs = {"type": "array", "items": ref("Job")}
+    callback = {"anyOf": [ref("WaitingJob"), {"type": "null"}]}
+    return {
+        "WaitingJob": _waiting_job(ref),
+        "ChainRequest": {"type": "object", "additionalProperties": False, "required": ["jobs"],
+                         "properties": {"jobs": {"type": "array", "minItems": 1,
+                                                 "maxItems": MAX_BATCH,
+                                                 "items": ref("WaitingJob")}}},
+        "BatchWorkflowRequest": {
+            "type": "object", "additionalProperties": False, "required": ["jobs"],
+            "properties": {
+                "jobs": {"type": "array", "minItems": 1, "maxItems": MAX_BATCH_MEMBERS,
+                         "items": {"type": "object", "additionalProperties": False,
+                                   "required": ["job_type"], **_ONE_TIME,
+                                   "properties": {k: v for k, v in _job_properties(ref).items()
+                                                  if k in MEMBER_FIELDS}}},
+                "on_success": callback, "on_complete": callback}},
+        "Chain": {"type": "object", "required": ["jobs"], "properties": {"jobs": jobs}},
+        "BatchWorkflow": {"type": "object", "required": [
+            "batch_id", "jobs", "on_success", "on_complete"], "properties": {
+            "batch_id": {"type": "integer"}, "jobs": jobs,
+            "on_success": {"anyOf": [ref("Job"), {"type": "null"}]},
+            "on_complete": {"anyOf": [ref("Job"), {"type": "null"}]}}},
+    }
 
 
 def gateway_paths(json: Any, ref: Any, errors: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +149,8 @@ def gateway_paths(json: Any, ref: Any, errors: dict[str, Any]) -> dict[str, Any]
         "responses": {"200": json(ref("BatchResult"), "one result per job, in order"),
                       **common},
     }
-    return {"/v1/jobs": {"post": one}, "/v1/jobs:batch": {"post": batch}}
+    return {"/v1/jobs": {"post": one}, "/v1/jobs:batch": {"post": batch},
+            **workflow_paths(json, ref, common)}
 
 
 def tenants_path(get: Any, json: Any, ref: Any) -> dict[str, Any]:
@@ -97,7 +170,7 @@ def gateway_schemas(ref: Any) -> dict[str, Any]:
         "Payload": {"type": "object", "propertyNames": {"pattern": _NO_NUL},
                     "additionalProperties": ref("JsonValue")},
         "JobRequest": {"type": "object", "additionalProperties": False,
-                       "required": ["job_type"], "properties": item, **_ONE_TIME},
+                       "required": ["job_type"], "properties": {**item, **_LINKS}, **_WAITS},
         "BatchRequest": {"type": "object", "additionalProperties": False, "required": ["jobs"],
                          "properties": {"jobs": {
                              "type": "array", "minItems": 1, "maxItems": MAX_BATCH,
@@ -117,6 +190,7 @@ def gateway_schemas(ref: Any) -> dict[str, Any]:
                     "job": ref("Job"), "error": {"type": "object"}}}},
             "created": {"type": "integer"}, "replayed": {"type": "integer"},
             "conflicts": {"type": "integer"}}},
+        **workflow_schemas(ref),
         "TenantList": {"type": "object", "required": ["tenants"], "properties": {"tenants": {
             "type": "array", "items": {"type": "object", "required": [
                 "tenant", "running", "max_running", "rate_per_s", "burst"], "properties": {

@@ -28,7 +28,7 @@ from gochatd.dispatch.redis_client import (
     ping,
 )
 from gochatd.errors import ResourceClosed
-from gochatd.handoff import Handoff
+from gochatd.io.handoff import Handoff
 
 KEY_PREFIX = "gochat:gateway:rate:"
 #: Redis answers in well under this on a healthy network; a slow one falls back to local.

@@ -9,21 +9,39 @@ rules as the CLI and the Python client.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gochatd.client import validate_enqueue
+from gochatd.admin.http import ApiError
+from gochatd.client.client import validate_enqueue
+from gochatd.client.workflows import dependency_ids
 from gochatd.errors import InvalidJob
 from gochatd.model import EnqueueRequest
+from gochatd.workflows.model import MAX_DEPENDENCIES, MAX_WORKFLOW_ITEMS
+
+if TYPE_CHECKING:
+    from gochatd.gateway.gateway import Gateway
 
 JOB_FIELDS = frozenset({
     "job_type", "payload", "queue", "delay_s", "scheduled_at", "max_attempts", "priority",
     "traceparent", "unique_for_s", "unique_key",
 })
 BATCH_ITEM_FIELDS = JOB_FIELDS | {"idempotency_key"}
+#: POST /v1/jobs: a job may wait for jobs that exist (docs/workflows.md).
+LINKED_JOB_FIELDS = JOB_FIELDS | {"depends_on", "run_if_failed"}
+#: A job that waits (a chain's link, a batch's callback) starts when its dependencies let
+#: it: no delay, no due time, not a unique job.
+WAITING_FIELDS = JOB_FIELDS - {"delay_s", "scheduled_at", "unique_for_s", "unique_key"}
+#: A batch's member may be delayed, but is no unique job: a duplicate answered with the
+#: pending job would not be this batch's member, and the batch would never finish.
+MEMBER_FIELDS = JOB_FIELDS - {"unique_for_s", "unique_key"}
 MAX_BATCH = 1000
+#: Members of one POST /v1/batches: the workflow limit less room for both callbacks.
+MAX_BATCH_MEMBERS = MAX_WORKFLOW_ITEMS - 2
 TRACEPARENT = re.compile("[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 #: An Idempotency-Key header: visible ASCII, single spaces inside (what HTTP carries intact).
 IDEMPOTENCY_KEY_PATTERN = "^[\\x21-\\x7e]+( [\\x21-\\x7e]+)*$"
@@ -134,3 +152,66 @@ def parse_batch(
         except InvalidJob as exc:
             raise InvalidJob(f"jobs[{index}]: {exc}") from None
     return requests
+
+
+def parse_links(body: dict[str, Any]) -> tuple[tuple[int, ...], bool]:
+    """POST /v1/jobs's ``depends_on`` (job ids, distinct, in order) and ``run_if_failed``;
+    null or an empty list: no dependencies."""
+    run_if_failed = body.get("run_if_failed")
+    if run_if_failed is not None and not isinstance(run_if_failed, bool):
+        raise InvalidJob("run_if_failed: expected a boolean")
+    raw = body.get("depends_on")
+    if raw is None:
+        return (), bool(run_if_failed)
+    if not isinstance(raw, list):
+        raise InvalidJob("depends_on: expected an array of job ids")
+    if len(raw) > MAX_DEPENDENCIES:  # counted as sent, as the OpenAPI document's maxItems
+        raise InvalidJob(f"depends_on: at most {MAX_DEPENDENCIES} jobs")
+    # JSON Schema: 3.0 is an integer (inf and nan are not).
+    ids = [int(v) if isinstance(v, float) and v.is_integer() else v for v in raw]
+    return dependency_ids(ids), bool(run_if_failed)
+
+
+def parse_jobs(body: Any, name: str, *, tenant_id: str, max_payload_bytes: int,
+               allowed: frozenset[str], most: int) -> list[EnqueueRequest]:
+    """``body[name]``: a non-empty array of jobs, each checked (the error names its index)."""
+    items = body.get(name)
+    if not isinstance(items, list) or not items:
+        raise InvalidJob(f"{name}: expected a non-empty array of jobs")
+    if len(items) > most:
+        raise InvalidJob(f"{name}: at most {most} jobs, got {len(items)}")
+    return [parse_item(item, f"{name}[{index}]", tenant_id=tenant_id,
+                       max_payload_bytes=max_payload_bytes, allowed=allowed)
+            for index, item in enumerate(items)]
+
+
+def parse_item(item: Any, where: str, *, tenant_id: str, max_payload_bytes: int,
+               allowed: frozenset[str]) -> EnqueueRequest:
+    try:
+        return parse_job(item, tenant_id=tenant_id, idempotency_key=None,
+                         max_payload_bytes=max_payload_bytes, allowed=allowed)
+    except InvalidJob as exc:
+        raise InvalidJob(f"{where}: {exc}") from None
+
+
+def check_fields(body: Any, allowed: frozenset[str], shape: str) -> dict[str, Any]:
+    """A workflow body: an object with only ``allowed`` keys, and no tenant_id."""
+    if not isinstance(body, dict):
+        raise InvalidJob(f"expected a JSON object {shape}")
+    if "tenant_id" in body:
+        raise InvalidJob("tenant_id: not allowed; the tenant is the one of the API key")
+    unknown = sorted(str(k) for k in body if k not in allowed)
+    if unknown:
+        raise InvalidJob(f"unknown fields: {', '.join(unknown[:5])}")
+    return body
+
+
+@contextlib.contextmanager
+def counted_as_invalid(gateway: Gateway, tenant: str) -> Iterator[None]:
+    """An ``InvalidJob`` raised inside: counted as the tenant's invalid request and answered
+    400 ``bad_request`` with its message (every route of the gateway)."""
+    try:
+        yield
+    except InvalidJob as exc:
+        gateway.count(tenant, "invalid")
+        raise ApiError(400, "bad_request", str(exc)) from None

@@ -10,20 +10,24 @@ import trio
 from hypercorn.config import Config
 from quart_trio import QuartTrio
 
-from gochatd.admin.app import register_errors
+from gochatd.admin.http import register_errors, reject_unknown_query
+from gochatd.admin.openapi import openapi_document
 from gochatd.admin.server import ShieldedSend, start_listener
 from gochatd.gateway import api as gateway_api
+from gochatd.gateway.jobs import register_job_route
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 
 def create_gateway_app(daemon: Control) -> QuartTrio:
     app = QuartTrio("gochatd.gateway")
     app.config["MAX_CONTENT_LENGTH"] = daemon.settings.admin_max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
+    reject_unknown_query(app, openapi_document(gateway=True))
     register_errors(app, daemon)
     gateway_api.register(app, daemon)
+    register_job_route(app, daemon)  # GET /v1/jobs/<id>[?wait_s=] (docs/results.md)
     return app
 
 

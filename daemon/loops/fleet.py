@@ -1,19 +1,25 @@
 """Fleet: this daemon's row in ``gochatd_daemons`` (the dashboard's fleet view), upserted
-every ``BEAT_S`` with the database clock as its heartbeat, and deleted on a clean stop.
+every ``BEAT_S`` with the database clock as its heartbeat, and deleted on a clean stop. A
+daemon is ``alive`` while its heartbeat is at most ``ALIVE_S`` old (three beats; the
+migrator's barrier uses the same window, migrate/route_control.LIVE_S); rows of daemons that
+stopped without removing theirs are pruned by the retention loop after
+``loops/retention.DAEMONS_KEEP_S``.
 
 The row also carries an operator's request for this daemon (POST /v1/fleet/<id>/drain,
 pause or resume): the pass that reads it asks the ``Lifecycle`` to move, as /v1/drain and
 /v1/pause do, then clears it with a compare-and-set on the request's sequence number (a
 newer request written meanwhile stays for the next pass) and writes the row again so the
-fleet view shows the new state at once. A daemon is ``alive`` while its heartbeat is at
-most ``ALIVE_S`` old; rows of daemons that stopped without removing theirs are pruned by
-the retention loop after ``loops/retention.DAEMONS_KEEP_S``.
+fleet view shows the new state at once. On PostgreSQL a request, a daemon row inserted or
+deleted, or a changed handler set is announced (NOTIFY, migration 0016): a pass runs at
+once, so a request is applied within a round trip; elsewhere within ``BEAT_S``.
 
-The row carries what this daemon runs and where (``runnable.DaemonHandlers``). Each pass
-reads the other rows back: ``lacking_peers`` is whether a live daemon of this daemon's
-queues lacks some of its types (its stream entries for them are acked there, and this
-daemon then claims such jobs itself: loops/capped_backlog.py), and ``without_handler``
-tells the admin API and /metrics which waiting jobs no live daemon can run.
+The row carries what this daemon runs and where (``runnable.DaemonHandlers``). A pass reads
+the other rows back when the fleet changed (announced), every ``PEERS_S`` otherwise (a peer
+that died shows as not alive only by age), and on every pass without announcements:
+``lacking_peers`` is whether a live daemon of this daemon's queues lacks some of its types
+(its stream entries for them are acked there, and this daemon then claims such jobs itself:
+worker/capped_backlog.py), and ``without_handler`` tells the admin API and /metrics which
+waiting jobs no live daemon can run.
 """
 
 from __future__ import annotations
@@ -26,21 +32,23 @@ from typing import NoReturn
 import trio
 
 import gochatd
-from gochatd.counters import Counters
 from gochatd.errors import StoreUnavailable
-from gochatd.jobpool import JobPool
-from gochatd.lifecycle import Lifecycle
-from gochatd.logs import get_logger
-from gochatd.loops.every import run_every
-from gochatd.queues import QueueSelection
-from gochatd.runnable import DaemonHandlers, WaitingJobs, without_handler
+from gochatd.loops.every import wait_for_change
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
 from gochatd.store import JobStore
 from gochatd.store.fleet import DaemonBeat, DaemonRow
+from gochatd.worker.lifecycle import Lifecycle
+from gochatd.worker.pool import JobPool
+from gochatd.worker.queues import QueueSelection
+from gochatd.worker.runnable import DaemonHandlers, WaitingJobs, without_handler
 
-#: Between two heartbeats; a request is applied within about this long.
-BEAT_S = 2.0
 #: A daemon whose heartbeat is older than this is shown as not alive.
-ALIVE_S = 5 * BEAT_S
+ALIVE_S = 15.0
+#: Between two heartbeats: three in each liveness window.
+BEAT_S = ALIVE_S / 3
+#: The other rows are read at least this often (and at once when the fleet changed).
+PEERS_S = 60.0
 #: Removing the row on a clean stop gets this long.
 REMOVE_S = 2.0
 
@@ -112,10 +120,11 @@ class FleetBeat:
         mine = self.handlers()
         return without_handler(waiting, [*peers, mine] if mine is not None else peers)
 
-    async def run_once(self) -> FleetResult:
+    async def run_once(self, *, see_peers: bool = True) -> FleetResult:
         async with self._lock:
             request = await self._store.upsert_daemon(self.beat())
-            await self._see_peers()
+            if see_peers:
+                await self._see_peers()
             if request is None:
                 return FleetResult(None)
             self._apply(request.action)
@@ -138,8 +147,21 @@ class FleetBeat:
             try:
                 await self._store.remove_daemon(self._worker_id)
             except StoreUnavailable as exc:
-                self._counters.transient_error("fleet", exc)
+                self._counters.transient_error("fleet_failed", exc)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        await run_every("fleet", self.run_once, lambda: BEAT_S, self._counters, task_status)
+        task_status.started()
+        peers_read_at, stale = -PEERS_S, True  # stale: the fleet changed since the read
+        while True:
+            now = trio.current_time()
+            see_peers = (stale or now - peers_read_at >= PEERS_S
+                         or not self._store.control_notifications)
+            try:
+                await self.run_once(see_peers=see_peers)
+                if see_peers:
+                    peers_read_at, stale = now, False
+            except StoreUnavailable as exc:
+                self._counters.transient_error("fleet", exc)
+            if await wait_for_change(self._store, "fleet", short_s=BEAT_S, fallback_s=BEAT_S):
+                stale = True

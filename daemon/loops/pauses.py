@@ -1,5 +1,8 @@
 """Pauses: follow the fleet-wide queue pauses stored in the database (admin API), so every
-daemon stops claiming from a paused queue within ``REFRESH_S``."""
+daemon stops claiming from a paused queue promptly. On PostgreSQL a pause or resume is
+announced (NOTIFY, migration 0016) and the table is read when it is, and every
+``FALLBACK_S`` in case an announcement was lost; elsewhere (SQLite, a pooler without a
+listen URL) it is read every ``REFRESH_S``."""
 
 from __future__ import annotations
 
@@ -8,14 +11,15 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.counters import Counters
-from gochatd.logs import get_logger
-from gochatd.loops.every import run_every
-from gochatd.queues import QueueSelection
+from gochatd.loops.every import run_on_change
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
 from gochatd.store import JobStore
-from gochatd.wakeup import Wakeups
+from gochatd.worker.queues import QueueSelection
+from gochatd.worker.wakeup import Wakeups
 
 REFRESH_S = 0.5
+FALLBACK_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,4 +53,6 @@ class PauseFollower:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        await run_every("pauses", self.run_once, lambda: REFRESH_S, self._counters, task_status)
+        await run_on_change("pauses_failed", "pauses", self.run_once, self._store, short_s=REFRESH_S,
+                            fallback_s=FALLBACK_S, counters=self._counters,
+                            task_status=task_status)

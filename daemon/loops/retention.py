@@ -22,17 +22,17 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.config import Settings
-from gochatd.counters import Counters
-from gochatd.logs import get_logger
+from gochatd.config.settings import Settings
 from gochatd.loops.every import run_every
-from gochatd.metrics import Metrics
 from gochatd.model import JobStatus
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
+from gochatd.obs.metrics import Metrics
 from gochatd.store import JobStore
 
 #: Between two full batches: lets claims and finishes through.
 PAUSE_S = 0.05
-#: Delete-tombstones (change tracking for ``gochatd migrate``) are kept this long: longer
+#: Delete-tombstones (change tracking for ``gochatd move``) are kept this long: longer
 #: than the longest read-only window a cutover accepts, so a rollback's check still sees
 #: every delete the destination made.
 TOMBSTONES_KEEP_S = 31 * 86400.0
@@ -134,4 +134,5 @@ class Retention:
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        await run_every("retention", self.run_once, lambda: self.interval_s, self._counters, task_status)
+        await run_every("retention_failed", self.run_once, lambda: self.interval_s, self._counters,
+                        task_status)

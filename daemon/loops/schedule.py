@@ -17,16 +17,16 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.config import Settings
-from gochatd.counters import Counters
+from gochatd.config.settings import Settings
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import DispatchUnavailable, StoreUnavailable
-from gochatd.lifecycle import Lifecycle, State
-from gochatd.logs import get_logger
 from gochatd.loops.scan_window import ScanWindow
-from gochatd.queues import QueueSelection
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
 from gochatd.store import JobStore
-from gochatd.wakeup import Wakeup
+from gochatd.worker.lifecycle import Lifecycle, State
+from gochatd.worker.queues import QueueSelection
+from gochatd.worker.wakeup import Wakeup
 
 DISPATCH_BATCH = 500
 SWEEP_TARGET = 1000
@@ -137,7 +137,7 @@ class Scheduler:
             try:
                 wait_s = (await self.run_once()).wait_s
             except (StoreUnavailable, DispatchUnavailable) as exc:
-                self._counters.transient_error("schedule", exc)
+                self._counters.transient_error("schedule_failed", exc)
                 wait_s = 0.5
             if self._next_sweep is not None:
                 wait_s = min(wait_s, max(0.0, self._next_sweep - trio.current_time()))

@@ -17,9 +17,9 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.counters import Counters, FinishTally
 from gochatd.errors import StoreUnavailable
 from gochatd.loops.every import run_every
+from gochatd.obs.counters import Counters, FinishTally
 from gochatd.store import JobStore
 
 #: Between two flushes: a chart's minute may take up to this long to be complete.
@@ -62,9 +62,9 @@ class StatsFlusher:
             try:
                 await self.run_once()
             except StoreUnavailable as exc:
-                self._counters.transient_error("stats", exc)
+                self._counters.transient_error("stats_failed", exc)
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> NoReturn:
-        await run_every("stats", self.run_once, lambda: self.interval_s, self._counters,
+        await run_every("stats_failed", self.run_once, lambda: self.interval_s, self._counters,
                         task_status)

@@ -1,6 +1,5 @@
-"""``gochatd migrate``: copy and validate a tenant's rows between backends.
-
-This is the first increment of backend migration: plan, copy, validate and status, for a
-tenant whose writers are stopped. The dual-write barrier, catch-up, cutover/rollback and
-the daemon's per-tenant routing come later and build on these modules.
+"""``gochatd move``: move a tenant's rows between backends while the daemons keep serving it
+(docs/migrate.md): plan, copy, catch-up, validate, cutover and rollback, with the route
+table's writes and the fleet barrier (route_control.py). The daemons' and clients' side, which
+database serves which tenant, is the ``routing`` package.
 """

@@ -21,11 +21,12 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
+from psycopg.types.string import TextLoader
 
 from gochatd.errors import UserError
 from gochatd.migrate.canonical import Row, decode_row, utc_to_epoch
 from gochatd.migrate.tables import Table
-from gochatd.redact import mask_url
+from gochatd.obs.redact import mask_url
 from gochatd.store.queries import load_queries
 from gochatd.store.sqlite import sqlite_url_path
 
@@ -99,6 +100,7 @@ class Database:
         self.dialect = endpoint.dialect
         self._pg: psycopg.Connection[tuple[Any, ...]] | None = None
         self._lite: sqlite3.Connection | None = None
+        self._lite_marks: bool | None = None
 
     # -- connection ----------------------------------------------------------------------
 
@@ -118,6 +120,9 @@ class Database:
                                            prepare_threshold=None)
             except psycopg.Error as exc:
                 raise MigrateError(f"{where}: {_short(exc)}") from None
+            # jsonb as its text, decoded like SQLite's (canonical.py): a result may be a bare
+            # JSON string, which parsed would be indistinguishable from JSON text.
+            self._pg.adapters.register_loader("jsonb", TextLoader)
             return
         path = sqlite_url_path(self.endpoint.url)
         if not Path(path).exists():
@@ -137,6 +142,7 @@ class Database:
         if self._lite is not None:
             self._lite.close()
             self._lite = None
+        self._lite_marks = None
 
     def fetch(self, sql: str, params: dict[str, Any] | None = None) -> list[tuple[Any, ...]]:
         self.connect()
@@ -208,6 +214,7 @@ class Database:
                 # A RawCursor takes PostgreSQL's own $n placeholders: psycopg does not have
                 # to parse a 24,000-parameter query per batch (most of the time otherwise).
                 with self._pg.transaction(), psycopg.RawCursor(self._pg) as cur:
+                    cur.execute(query(self.dialect, "migrator_write"))
                     for at in range(0, len(params), per):
                         chunk = params[at:at + per]
                         cur.execute(_multi_row_upsert(table, len(chunk)),
@@ -215,9 +222,14 @@ class Database:
                 return
             sql = query(self.dialect, "upsert", table)
             assert self._lite is not None
+            marked = self._marks_writes()
             self._lite.execute("BEGIN IMMEDIATE")
             try:
+                if marked:
+                    self._lite.execute(query(self.dialect, "migrator_write"))
                 self._lite.executemany(sql, params)
+                if marked:
+                    self._lite.execute(query(self.dialect, "migrator_write_end"))
             except BaseException:
                 self._lite.execute("ROLLBACK")
                 raise
@@ -229,6 +241,13 @@ class Database:
                 f"the destination refused a {table.name} row: {_constraint(exc)}; "
                 "it holds different rows for this tenant already"
             ) from None
+
+    def _marks_writes(self) -> bool:
+        """SQLite: whether this database has 0019's marker of the migrator's writes (see
+        migrate.sql's migrator_write); read once per connection."""
+        if self._lite_marks is None:
+            self._lite_marks = bool(self.fetch(query(self.dialect, "has_migrator_writes"))[0][0])
+        return self._lite_marks
 
     # -- changes (migration 0007: catch-up, live validate) --------------------------------
 

@@ -50,7 +50,7 @@ def start_watermark(state: StateStore, scope: str, destination_label: str) -> in
     if mark is None:
         who = f"tenant {scope!r}" if scope != GLOBAL_SCOPE else "the fleet-wide tables"
         raise MigrateError(f"catch-up: no start watermark for {who} and this destination: "
-                           "run `gochatd migrate start` first")
+                           "run `gochatd move start` first")
     return mark
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import psycopg
 
+from gochatd.cli.parsing import add_group, add_subcommands
 from gochatd.errors import GochatdError
 from gochatd.migrate.backends import Database, MigrateError, parse_endpoint
 from gochatd.migrate.catch_up import catch_up_scope
@@ -36,6 +37,7 @@ from gochatd.migrate.report import Report
 from gochatd.migrate.schema import check_source
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.validate import validate_scope
+from gochatd.obs.logs import configure_logging
 from gochatd.store.queries import latest_version
 
 EXIT_DIFFERENT = 3
@@ -55,10 +57,10 @@ def _batch_size(text: str) -> int:
 _batch_size.__name__ = "a batch size (1-100000)"
 
 
-def add_migrate_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) -> None:
-    mig = sub.add_parser("migrate", help="copy and validate tenants between backends")
-    mig_sub = mig.add_subparsers(dest="migrate_command", required=True,
-                                 parser_class=parser_class)
+def add_parser(sub: Any) -> None:
+    mig = add_group(sub, "move", cmd_move, aliases=["migrate"],
+                    help="move tenants between backends")
+    mig_sub = add_subcommands(mig, "migrate_command")
     helps = {
         "plan": "counts per tenant and table that would move",
         "copy": "copy tenants' rows (upserts; resumes after a crash)",
@@ -89,8 +91,13 @@ def add_migrate_parser(sub: Any, parser_class: type[argparse.ArgumentParser]) ->
                            help=f"rows per batch (default {DEFAULT_BATCH})")
         add_live_arguments(name, p)
         if name == "copy":
-            p.add_argument("--migrate-destination", action="store_true",
-                           help="apply gochatd's schema migrations to the destination first")
+            p.add_argument("--upgrade-destination", "--migrate-destination", action="store_true",
+                           help="upgrade the destination's schema first")
+
+
+def cmd_move(args: argparse.Namespace) -> int:
+    configure_logging("warning", "json")
+    return run_migrate_command(args)
 
 
 def run_migrate_command(args: argparse.Namespace) -> int:
@@ -103,7 +110,7 @@ def run_migrate_command(args: argparse.Namespace) -> int:
         return _COMMANDS[args.migrate_command](args, source, destination)
     except (psycopg.Error, sqlite3.Error) as exc:
         text = str(exc).strip().splitlines()
-        raise MigrationFailed(f"migrate {args.migrate_command}: database error: "
+        raise MigrationFailed(f"move {args.migrate_command}: database error: "
                               f"{text[0][:200] if text else type(exc).__name__}; "
                               "re-running resumes") from None
     finally:
@@ -137,7 +144,7 @@ def cmd_copy(args: argparse.Namespace, source: Database, destination: Database |
     report = Report("copy", source.endpoint, destination.endpoint, dry_run=args.dry_run)
     check_source(source)
     scopes = _scopes(args, source, report)  # unknown tenants fail before anything is written
-    _destination_ready(destination, report, migrate=args.migrate_destination,
+    _destination_ready(destination, report, migrate=args.upgrade_destination,
                        dry_run=args.dry_run)
     state = _source_state(source, report, args.dry_run)
     for scope, tables in scopes:
@@ -236,11 +243,11 @@ def cmd_catch_up(args: argparse.Namespace, source: Database,
     scopes = _scopes(args, source, report)
     if version < latest_version(source.dialect):
         raise MigrateError(f"the source {source.endpoint.masked} has no migration recorded: "
-                           "run `gochatd migrate start` first")
+                           "run `gochatd move start` first")
     if not destination.exists() or destination.schema_version() < latest_version(
             destination.dialect):
         raise MigrateError(f"the destination {destination.endpoint.masked} has no up-to-date "
-                           "gochatd schema: run `gochatd migrate copy` first")
+                           "gochatd schema: run `gochatd move copy` first")
     # --dry-run reads the recorded watermarks too; catch_up_scope then writes nothing.
     state = DatabaseStateStore(source)
     for scope, tables in scopes:

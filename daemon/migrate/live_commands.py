@@ -37,10 +37,10 @@ from gochatd.migrate.route_control import (
     get_route,
     list_routes,
 )
+from gochatd.migrate.routing.view import ROUTES_SCHEMA
 from gochatd.migrate.schema import check_source
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.store.route_table import EVERY_TENANT, RouteState
-from gochatd.store.router import ROUTES_SCHEMA
 
 EXIT_DIFFERENT = 3
 DEFAULT_WINDOW_S = 3600.0
@@ -228,7 +228,7 @@ def cmd_run(args: argparse.Namespace, source: Database, destination: Database | 
     finish(args, report)
     if not args.cutover:
         sys.stderr.write("gochatd: validated; the source keeps serving: run with --cutover "
-                         "(or 'gochatd migrate cutover') to switch\n")
+                         "(or 'gochatd move cutover') to switch\n")
     return 0
 
 

@@ -36,12 +36,12 @@ from gochatd.migrate.route_control import (
     prepare_source,
     prepare_tracking,
     route_url,
-    separate_job_ids,
+    separate_ids,
     set_route,
     wait_for_fleet,
 )
 from gochatd.migrate.state import DONE, FAILED, RUNNING, StateStore
-from gochatd.migrate.tables import GLOBAL_SCOPE, Table
+from gochatd.migrate.tables import GLOBAL_SCOPE, TENANT_TABLES, Table
 from gochatd.migrate.validate import delta_check, validate_scope
 from gochatd.store.route_table import EVERY_TENANT, RouteState
 
@@ -103,8 +103,8 @@ def start(ctx: Context, move: Move) -> dict[str, Any]:
     route = get_route(ctx.source, move.key)
     if route is not None and route.state in (RouteState.FROZEN, RouteState.DESTINATION):
         raise MigrateError(f"{move.label} is already {route.state.value} to "
-                           f"{route.destination}: run 'gochatd migrate cutover' to finish "
-                           "or 'gochatd migrate rollback' to undo it")
+                           f"{route.destination}: run 'gochatd move cutover' to finish "
+                           "or 'gochatd move rollback' to undo it")
     fresh = route is None or route.state is RouteState.SOURCE
     for installed in prepare_source(ctx.source):
         ctx.say(f"installed in the source: {installed}")
@@ -132,7 +132,7 @@ def adopt_new_scopes(ctx: Context, move: Move) -> None:
     row it has was written after it, so catch-up carries it)."""
     marks = [w for w in (start_watermark(ctx, s) for s, _ in move.scopes) if w is not None]
     if not marks:
-        raise MigrateError(f"{move.label}: no migration started: run 'gochatd migrate start' "
+        raise MigrateError(f"{move.label}: no move started: run 'gochatd move start' "
                            "first")
     for scope, _ in move.scopes:
         if start_watermark(ctx, scope) is None:
@@ -174,7 +174,7 @@ def cutover(ctx: Context, move: Move, *, window_s: float,
     """``validated``: this move's validation just done by the caller (``run``)."""
     route = get_route(ctx.source, move.key)
     if route is None or route.state in (RouteState.SOURCE,):
-        raise MigrateError(f"{move.label}: no migration in progress: run 'gochatd migrate "
+        raise MigrateError(f"{move.label}: no move in progress: run 'gochatd move "
                            "start' first")
     if route.state is RouteState.DESTINATION:
         return _already_cut_over(ctx, move, route.version)
@@ -258,7 +258,9 @@ def _switch_to_destination(ctx: Context, move: Move, url: str, report: dict[str,
     report["destination_watermark"] = safe_horizon(ctx.destination,
                                                    timeout_s=ctx.horizon_timeout_s)
     if move.key != EVERY_TENANT:
-        report["destination_job_ids_from"] = separate_job_ids(ctx.source, ctx.destination)
+        floors = separate_ids(ctx.source, ctx.destination, TENANT_TABLES)
+        report["destination_job_ids_from"] = floors["background_jobs"]
+        report["destination_ids_from"] = floors
     # Recorded before the route changes: rollback needs the destination's watermark even if
     # this process dies in the barrier below.
     _put(ctx, move, CUTOVER, RUNNING, report)

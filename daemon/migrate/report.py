@@ -1,6 +1,6 @@
 """Phase reports: JSON with counts, checksums, durations and rows per second.
 
-A report holds no secrets: database URLs appear only masked (``gochatd.redact.mask_url``)
+A report holds no secrets: database URLs appear only masked (``gochatd.obs.redact.mask_url``)
 and rows only by their keys, never their contents.
 """
 

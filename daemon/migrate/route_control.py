@@ -2,14 +2,18 @@
 
 Routes live in the source (the daemons' home database); the states are described in
 sql/<dialect>/0007_change_tracking.up.sql and store/route_table.py. Every change raises the
-table's version; each daemon polls it (migrate/follower.py) and acknowledges what it has seen
-in ``gochatd_route_acks``. ``wait_for_fleet`` is the barrier: it returns once every live
-daemon (one that acknowledged within ``LIVE_S`` by the database clock) has seen a version.
+table's version and is announced (NOTIFY on PostgreSQL, migration 0016); each daemon follows
+it (migrate/routing/follower.py) and acknowledges each version it sees in ``gochatd_route_acks``.
+``wait_for_fleet`` is the barrier: it returns once every live daemon has seen a version. A
+daemon is live while its fleet heartbeat (``gochatd_daemons``, loops/fleet.py) or its last
+acknowledgement (a daemon of an older release re-acknowledges every 5 s) is within
+``LIVE_S`` by the database clock.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,10 +22,12 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gochatd.migrate.backends import Database, Endpoint, query
 from gochatd.migrate.canonical import epoch_to_utc
+from gochatd.migrate.tables import Table
 from gochatd.store.route_table import EVERY_TENANT, RouteState
 from gochatd.store.sqlite import sqlite_url_path
 
-#: A daemon that acknowledged within this many seconds counts as live (it re-acks every 5).
+#: A daemon whose fleet heartbeat or acknowledgement is this recent counts as live
+#: (loops/fleet.ALIVE_S).
 LIVE_S = 15.0
 #: How often the barrier re-reads the acknowledgements.
 _POLL_S = 0.1
@@ -106,8 +112,8 @@ def prepare_source(source: Database) -> list[str]:
         source.execute_script(query(source.dialect, "install_route_guard"))
         done.append("the read-only guard of moved tenants")
     if source.dialect == "postgres":  # CONCURRENTLY: one statement per query
-        source.execute(query(source.dialect, "install_change_index_jobs"))
-        source.execute(query(source.dialect, "install_change_index_outbox"))
+        for name in ("jobs", "outbox", "dependencies", "batches"):
+            source.execute(query(source.dialect, f"install_change_index_{name}"))
     else:
         source.execute_script(query(source.dialect, "install_change_indexes"))
     return done
@@ -148,18 +154,25 @@ def destination_writes_after(destination: Database, tenant: str | None, after: i
 
 
 #: Room left between the source's ids and the destination's after a partial move: both
-#: keep allocating, and an id must name one job in the fleet.
+#: keep allocating, and an id must name one row in the fleet (a job, a reply, an edge, a
+#: batch): a later move of another tenant into the same destination upserts by id.
 ID_GAP = 1 << 40
 
 
-def separate_job_ids(source: Database, destination: Database) -> int:
-    """Put the destination's next job ids far above the source's; the floor set."""
-    floor = int(source.fetch(query(source.dialect, "last_job_id"))[0][0]) + ID_GAP
-    destination.execute(query(destination.dialect, "job_id_floor"), {"floor": floor})
-    if destination.dialect == "sqlite":
-        destination.execute(query(destination.dialect, "job_id_floor_existing"),
-                            {"floor": floor})
-    return floor
+def separate_ids(source: Database, destination: Database,
+                 tables: Sequence[Table]) -> dict[str, int]:
+    """Put the destination's next ids of each table far above the source's; the floors set."""
+    floors: dict[str, int] = {}
+    for table in tables:
+        if not table.serial_key:
+            continue
+        floor = int(source.fetch(query(source.dialect, "last_id", table))[0][0]) + ID_GAP
+        destination.execute(query(destination.dialect, "id_floor", table), {"floor": floor})
+        if destination.dialect == "sqlite":
+            destination.execute(query(destination.dialect, "id_floor_existing", table),
+                                {"floor": floor})
+        floors[table.name] = floor
+    return floors
 
 
 def _row(row: tuple[Any, ...]) -> RouteRow:

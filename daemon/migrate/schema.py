@@ -46,7 +46,7 @@ def check_destination(db: Database, *, migrate: bool, dry_run: bool) -> str | No
     if not migrate:
         raise MigrateError(
             f"the destination {db.endpoint.masked} is at schema version {have}, gochatd "
-            f"needs {need}: re-run with --migrate-destination (or run 'gochatd db upgrade' "
+            f"needs {need}: re-run with --upgrade-destination (or run 'gochatd db upgrade' "
             "against it)")
     applied = upgrade(db)
     return "applied to the destination: " + ", ".join(applied)

@@ -3,11 +3,11 @@
 Tenant tables move per tenant, ordered by (tenant_id, table, key). The fleet-wide tables
 (queue pauses, periodic slots) have no tenant: they move only with ``--all``, because
 moving them for one tenant would change every tenant's queues on the destination.
-The column lists match sql/<dialect>/0001-0005 exactly.
+The column lists match sql/<dialect>/0001-0005 and 0019 exactly.
 
 ``gochatd_job_types`` (0009) is not moved at all: every daemon publishes its handlers'
 defaults into each database it serves from, the destinations included, before it follows a
-route there (store/router.py, docs/job-types.md).
+route there (migrate/routing/store.py, docs/job-types.md).
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ BACKGROUND_JOBS = Table(
         "max_attempts", "scheduled_at", "idempotency_key", "locked_by", "locked_at",
         "last_error", "error_class", "failed_at", "completed_at", "created_at", "updated_at",
         "fence", "lease_expires_at", "dispatched_at", "traceparent", "cancel_requested",
-        "unique_key", "unique_until",
+        "unique_key", "unique_until", "result", "waits_on", "has_dependents", "batch_id",
     ),
     timestamps=frozenset({
         "scheduled_at", "locked_at", "failed_at", "completed_at", "created_at", "updated_at",
         "lease_expires_at", "dispatched_at", "unique_until",
     }),
-    json_columns=frozenset({"payload"}),
-    booleans=frozenset({"cancel_requested"}),
+    json_columns=frozenset({"payload", "result"}),
+    booleans=frozenset({"cancel_requested", "has_dependents"}),
 )
 
 REPLY_OUTBOX = Table(
@@ -67,6 +67,23 @@ REPLY_OUTBOX = Table(
         "next_attempt_at", "lease_expires_at", "created_at", "updated_at", "sent_at",
     }),
     json_columns=frozenset({"body"}),
+)
+
+#: Workflows (migration 0019, docs/workflows.md): a dependent's edges, each to a job it
+#: waits for. Ids are kept like the jobs' (the edges name jobs by id).
+JOB_DEPENDENCIES = Table(
+    name="gochatd_job_dependencies",
+    key="id",
+    columns=("id", "tenant_id", "job_id", "depends_on_id", "run_if_failed", "resolved_status"),
+    booleans=frozenset({"run_if_failed"}),
+)
+
+#: A batch's row; its members carry its id in ``background_jobs.batch_id``.
+BATCHES = Table(
+    name="gochatd_batches",
+    key="id",
+    columns=("id", "tenant_id", "size", "on_success_id", "on_complete_id", "created_at"),
+    timestamps=frozenset({"created_at"}),
 )
 
 QUEUE_PAUSES = Table(
@@ -88,7 +105,7 @@ PERIODIC_SLOTS = Table(
 )
 
 #: Per tenant, in this order.
-TENANT_TABLES: tuple[Table, ...] = (BACKGROUND_JOBS, REPLY_OUTBOX)
+TENANT_TABLES: tuple[Table, ...] = (BACKGROUND_JOBS, REPLY_OUTBOX, JOB_DEPENDENCIES, BATCHES)
 #: Fleet-wide: with ``--all`` only.
 GLOBAL_TABLES: tuple[Table, ...] = (QUEUE_PAUSES, PERIODIC_SLOTS)
 #: The tenant id under which the fleet-wide tables are reported and tracked (no real tenant

@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING
 from quart import Response, jsonify, request
 from quart_trio import QuartTrio
 
-from gochatd.admin.api import (
+from gochatd.admin.http import (
     MAX_PAGE,
-    _body,
-    _cursor_arg,
-    _int_arg,
-    _job_id,
-    _storable,
-    _text_arg,
+    ApiError,
+    cursor_arg,
+    int_arg,
+    job_id_arg,
+    read_body,
+    storable,
+    text_arg,
 )
-from gochatd.admin.app import ApiError
 from gochatd.outbox.model import OutboxFilter, OutboxStatus
 
 if TYPE_CHECKING:
-    from gochatd.control import Control
+    from gochatd.worker.control import Control
 
 
 def _status_arg(raw: str | None) -> OutboxStatus | None:
@@ -39,26 +39,26 @@ def register(app: QuartTrio, daemon: Control) -> None:
         args = request.args
         flt = OutboxFilter(
             status=_status_arg(args.get("status")),
-            tenant_id=_text_arg("tenant", args.get("tenant")),
-            channel=_text_arg("channel", args.get("channel")),
-            limit=_int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
-            after_id=_cursor_arg(args.get("cursor")),
+            tenant_id=text_arg("tenant", args.get("tenant")),
+            channel=text_arg("channel", args.get("channel")),
+            limit=int_arg("limit", args.get("limit"), 50, 1, MAX_PAGE),
+            after_id=cursor_arg(args.get("cursor")),
         )
-        rows = await daemon.store.list_outbox(flt) if _storable(flt.tenant_id, flt.channel) else []
+        rows = await daemon.store.list_outbox(flt) if storable(flt.tenant_id, flt.channel) else []
         cursor = str(rows[-1].id) if len(rows) == flt.limit else None
         return jsonify({"messages": [r.to_dict() for r in rows], "next_cursor": cursor})
 
     @app.get("/v1/outbox/<message_id>")
     async def get_outbox(message_id: str) -> Response:
-        row = await daemon.store.get_outbox(_job_id(message_id))
+        row = await daemon.store.get_outbox(job_id_arg(message_id))
         if row is None:
             raise ApiError(404, "not_found", f"outbox message {message_id} not found")
         return jsonify(row.to_dict())
 
     @app.post("/v1/outbox/<message_id>/retry")
     async def retry_outbox(message_id: str) -> Response:
-        await _body(set())
-        ident = _job_id(message_id)
+        await read_body(set())
+        ident = job_id_arg(message_id)
         row = await daemon.store.requeue_outbox(ident)
         if row is None:
             current = await daemon.store.get_outbox(ident)

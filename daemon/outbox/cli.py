@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
-from gochatd.argtypes import row_id
-from gochatd.config import Settings
+from gochatd.cli.argtypes import limit, row_id
+from gochatd.cli.common import run_async, settings_from
+from gochatd.cli.parsing import add_common, add_group, add_subcommands
+from gochatd.config.settings import Settings
 from gochatd.errors import InvalidTransition, UserError
+from gochatd.obs.logs import configure_logging
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
 from gochatd.store import open_routed_store
 from gochatd.store.presence import require_database_file, require_schema
@@ -27,21 +29,16 @@ _MAX_FILTER_CHARS = 200
 _after_id = row_id(0, "an outbox message id or 0")
 
 
-def add_outbox_parser(
-    sub: Any, parser_class: type[argparse.ArgumentParser],
-    add_common: Callable[[argparse.ArgumentParser], None],
-    types: dict[str, Callable[[str], int]],
-) -> None:
-    """``types``: the CLI's own validators (``limit``), so errors read the same."""
-    outbox = sub.add_parser("outbox", help="inspect and retry reply outbox messages")
-    outbox_sub = outbox.add_subparsers(dest="outbox_command", required=True,
-                                       parser_class=parser_class)
+def add_parser(sub: Any) -> None:
+    outbox = add_group(sub, "outbox", cmd_outbox,
+                       help="inspect and retry reply outbox messages")
+    outbox_sub = add_subcommands(outbox, "outbox_command")
     ls = outbox_sub.add_parser("list")
     add_common(ls)
     ls.add_argument("--status", choices=[s.value for s in OutboxStatus])
     ls.add_argument("--tenant")
     ls.add_argument("--channel")
-    ls.add_argument("--limit", type=types["limit"], default=1000,
+    ls.add_argument("--limit", type=limit, default=1000,
                     help="at most this many (default 1000)")
     ls.add_argument("--after-id", type=_after_id)
     ls.add_argument("--json", action="store_true")
@@ -51,6 +48,12 @@ def add_outbox_parser(
         p.add_argument("id", type=_message_id)
         if name == "show":
             p.add_argument("--json", action="store_true")
+
+
+def cmd_outbox(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    configure_logging("warning", "json")
+    return run_async(lambda: run_outbox_command(args, settings))
 
 
 def _print_json(value: Any) -> None:

@@ -18,10 +18,10 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.config import Settings
-from gochatd.counters import Counters
+from gochatd.config.settings import Settings
 from gochatd.errors import StoreUnavailable
-from gochatd.logs import get_logger
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
 from gochatd.outbox.metrics import OutboxMetrics
 from gochatd.outbox.model import OutboxMessage
 from gochatd.outbox.providers import Provider, build_provider
@@ -30,7 +30,7 @@ from gochatd.outbox.sender import SendPolicy, deliver_one
 # Importing registers the built-in provider.
 from gochatd.outbox.webhook import WebhookProvider  # noqa: F401
 from gochatd.store import JobStore
-from gochatd.wakeup import Wakeup
+from gochatd.worker.wakeup import Wakeup
 
 REAP_BATCH = 1000
 CLOSE_S = 2.0
@@ -117,7 +117,7 @@ class OutboxSender:
                 result = await self.run_once()
                 delay_s = 0.05
             except StoreUnavailable as exc:
-                self._counters.transient_error("outbox", exc)
+                self._counters.transient_error("outbox_failed", exc)
                 await trio.sleep(delay_s)
                 delay_s = min(delay_s * 2, 2.0)
                 continue

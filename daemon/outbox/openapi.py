@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from gochatd.model import MAX_ID
 from gochatd.outbox.model import OutboxStatus
 
-MAX_ID = 2**63 - 1
 _NULLABLE_STR = {"type": ["string", "null"]}
 _ID = {"name": "message_id", "in": "path", "required": True,
        "schema": {"type": "integer", "minimum": 1, "maximum": MAX_ID}}

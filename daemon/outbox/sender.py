@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import structlog
 
 from gochatd.errors import StoreUnavailable
+from gochatd.obs import otel
 from gochatd.outbox.metrics import OutboxMetrics
 from gochatd.outbox.model import OutboxMessage
 from gochatd.outbox.providers import Delivery, DeliveryOutcome, Provider
@@ -40,7 +41,25 @@ async def deliver_one(
     metrics: OutboxMetrics,
     log: structlog.typing.FilteringBoundLogger,
 ) -> SendResult:
-    """Deliver ``message`` and record the result; returns what happened."""
+    """Deliver ``message`` and record the result; returns what happened. With
+    OpenTelemetry (obs/otel.py), inside the delivery's span."""
+    spans = otel.SPANS
+    if spans is None:
+        return await _deliver(message, provider, store, policy, metrics, log)
+    result: SendResult = await spans.deliver(
+        message.id, message.channel, message.attempts, message.job_id,
+        lambda: _deliver(message, provider, store, policy, metrics, log))
+    return result
+
+
+async def _deliver(
+    message: OutboxMessage,
+    provider: Provider,
+    store: JobStore,
+    policy: SendPolicy,
+    metrics: OutboxMetrics,
+    log: structlog.typing.FilteringBoundLogger,
+) -> SendResult:
     try:
         result = await provider.deliver(message)
     except Exception as exc:  # a provider bug must not kill the loop; the row retries

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from gochatd.model import Finish, Outcome
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStats, OutboxStatus
+from gochatd.store.core import StoreCore
 from gochatd.store.queries import OUTBOX_COLUMNS
 from gochatd.store.rows import canonical_json, epoch_to_datetime
 
@@ -69,19 +70,10 @@ def reply_rows(finishes: Sequence[Finish]) -> list[tuple[int, str, str, str, str
     ]
 
 
-class SqlOutboxOps:
+class SqlOutboxOps(StoreCore):
     """Mixed into ``SqlJobStore``; uses its ``_read``/``_write``/``_list``."""
 
     dialect: str
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    def _list(self, values: Sequence[Any]) -> Any:
-        raise NotImplementedError
 
     def _outbox(self, row: Sequence[Any]) -> OutboxMessage:
         values = dict(zip(OUTBOX_COLUMNS, row, strict=True))

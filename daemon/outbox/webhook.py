@@ -20,6 +20,7 @@ import trio
 
 import gochatd
 from gochatd.errors import ConfigError
+from gochatd.obs import otel
 from gochatd.outbox.model import OutboxMessage
 from gochatd.outbox.providers import (
     ChannelConfig,
@@ -93,6 +94,9 @@ class WebhookProvider:
         headers = {"Content-Type": "application/json", "Idempotency-Key": message.dedupe_key}
         if self._secret is not None:
             headers[SIGNATURE_HEADER] = sign(self._secret, raw)
+        spans = otel.SPANS
+        if spans is not None:  # the delivery span's traceparent (obs/otel.py)
+            spans.inject(headers)
         # httpx's timeout is per phase; this bounds the whole exchange.
         with trio.move_on_after(self._channel.timeout_s) as scope:
             try:

@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gochatd.config import Settings
+from gochatd.config.settings import Settings
 from gochatd.errors import StoreUnavailable
 from gochatd.periodic_jobs.specs import PeriodicSpec, effective_specs, slot_text
-from gochatd.registry import REGISTRY
 from gochatd.store import open_store
 from gochatd.store.base import JobStore
 from gochatd.store.presence import sqlite_file
+from gochatd.worker.registry import REGISTRY
 
 #: The migration that creates gochatd_periodic_slots.
 SLOTS_SCHEMA_VERSION = 4

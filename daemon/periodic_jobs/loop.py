@@ -18,15 +18,15 @@ from typing import NoReturn
 
 import trio
 
-from gochatd.client import validate_enqueue
-from gochatd.counters import Counters
+from gochatd.client.client import validate_enqueue
 from gochatd.errors import ConfigError, InvalidJob, StoreUnavailable
-from gochatd.lifecycle import Lifecycle
-from gochatd.logs import get_logger
 from gochatd.model import EnqueueRequest, Job
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
 from gochatd.periodic_jobs.specs import PeriodicSpec, plan_slot, slot_text
-from gochatd.registry import Registry
 from gochatd.store import JobStore
+from gochatd.worker.lifecycle import Lifecycle
+from gochatd.worker.registry import Registry
 
 #: Look again at least this often (a reload, a clock step, another daemon's record).
 MAX_WAIT_S = 30.0
@@ -125,7 +125,7 @@ class PeriodicEnqueuer:
                 try:
                     wait_s = (await self.run_once()).wait_s
                 except StoreUnavailable as exc:
-                    self._counters.transient_error("periodic", exc)
+                    self._counters.transient_error("periodic_failed", exc)
                     wait_s = 1.0
                 except InvalidJob as exc:  # e.g. a payload over the max_payload_bytes setting
                     self._log.error("periodic_invalid", error=str(exc))

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 from psycopg import Connection
 
 from gochatd.model import EnqueueRequest, Job
+from gochatd.store.core import StoreCore
+from gochatd.store.db import Db, PgDb, SqliteDb, sqlite_transaction
 from gochatd.store.enqueue_many import pg_enqueue_many, sqlite_enqueue_params
 from gochatd.store.queries import load_queries
 from gochatd.store.rows import database_time
@@ -52,11 +54,8 @@ class PeriodicSlotStore(Protocol):
         ...
 
 
-class SqlPeriodicOps:
+class SqlPeriodicOps(StoreCore):
     """Mixed into ``SqlJobStore``: the reads both backends share (``_read``)."""
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
 
     async def database_now(self) -> datetime:
         rows = await self._read("database_now", {})
@@ -65,6 +64,16 @@ class SqlPeriodicOps:
     async def periodic_slots(self) -> dict[str, datetime]:
         rows = await self._read("list_periodic_slots", {})
         return {str(r[0]): database_time(r[1]) for r in rows}
+
+
+def claim_periodic_slot(db: Db, name: str, slot: datetime, request: EnqueueRequest | None
+                        ) -> SlotClaim:
+    """The slot's record and its job in one transaction (the unit of ``claim_periodic_slot``)."""
+    if isinstance(db, PgDb):
+        with db.transaction():
+            return pg_claim_periodic_slot(db.conn, name, slot, request)
+    assert isinstance(db, SqliteDb)
+    return sqlite_claim_periodic_slot(db.conn, name, slot, request, db.job)
 
 
 def pg_claim_periodic_slot(
@@ -85,8 +94,7 @@ def sqlite_claim_periodic_slot(
     to_job: Callable[[Sequence[Any]], Job],
 ) -> SlotClaim:
     """Store thread: one ``BEGIN IMMEDIATE`` transaction."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with sqlite_transaction(conn):
         row = conn.execute(
             SQLITE["claim_periodic_slot"], {"name": name, "slot": slot.timestamp()}
         ).fetchone()
@@ -94,8 +102,4 @@ def sqlite_claim_periodic_slot(
         if row is not None and request is not None:
             inserted = conn.execute(SQLITE["enqueue_job"], sqlite_enqueue_params(request)).fetchone()
             claim = SlotClaim(True, to_job(inserted) if inserted is not None else None)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return claim

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from gochatd.config_values import mapping_value
+from gochatd.config.fields import mapping_value
 from gochatd.periodic_jobs.cron import CronError, parse_cron
-from gochatd.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY, Handler, HandlerSpec
+from gochatd.worker.registry import JOB_TYPE_RE, QUEUE_RE, REGISTRY, Handler, HandlerSpec
 
 #: How late (database clock) a slot may still be enqueued when catch_up is ``skip``.
 GRACE_S = 60.0

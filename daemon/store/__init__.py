@@ -27,10 +27,10 @@ def open_store(database_url: str, *, pool_size: int = 8, listen_url: str | None 
 def open_routed_store(database_url: str, *, pool_size: int = 8, listen_url: str | None = None,
                       prepare: str = "auto") -> RoutingStore:
     """The store the daemon and its tools use: the home database, plus the destinations of
-    tenants that ``gochatd migrate`` moved (store/router.py). Identical to the plain store
+    tenants that ``gochatd migrate`` moved (migrate/routing/store.py). Identical to the plain store
     while no route exists."""
-    from gochatd.store.router import RoutedStore
-    from gochatd.store.router_base import ScopedStore
+    from gochatd.migrate.routing.core import ScopedStore
+    from gochatd.migrate.routing.store import RoutedStore
 
     def sql_store(url: str, size: int) -> ScopedStore:
         return cast("ScopedStore", open_store(url, pool_size=size, prepare=prepare))

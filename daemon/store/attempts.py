@@ -1,11 +1,13 @@
 """Per-attempt history: what both SQL stores share about ``job_attempts`` (migration 0011).
 
-Every way a run ends writes its row in the same transaction as the job's fenced state change,
-and only for the rows that change applied: ``finish_jobs`` (and ``finish_jobs_with_replies``)
+Every way a run ends but completing writes its row in the same transaction as the job's
+fenced state change, and only for the rows that change applied (a completed run is the job's
+own row while it stays completed: ``list_job_attempts`` reads it from there, so a success
+writes nothing here): ``finish_jobs`` (and ``finish_jobs_with_replies``)
 and ``reap_expired_leases``. PostgreSQL does it in the same statement (the UPDATE's
 ``RETURNING`` feeds the INSERT); SQLite runs ``record_job_attempts`` and
 ``trim_job_attempts`` in the same ``BEGIN IMMEDIATE``. The error recorded is the job row's
-own ``last_error``: already redacted and capped by the runner (daemon/redact.py).
+own ``last_error``: already redacted and capped by the runner (daemon/obs/redact.py).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ def applied_attempts(finishes: Sequence[Finish], applied: Iterable[int]) -> list
     seen: set[tuple[int, int]] = set()
     out: list[list[Any]] = []
     for f in finishes:
+        if f.outcome is Outcome.COMPLETED:  # read from the job's row (list_job_attempts)
+            continue
         if f.job_id in ids and (f.job_id, f.fence) not in seen:
             seen.add((f.job_id, f.fence))
             out.append([f.job_id, attempt_outcome(f).value, f.fence])

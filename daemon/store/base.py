@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from gochatd.config.rates import QueueRate
 from gochatd.model import (
     AfterCommit,
     BulkResult,
@@ -28,10 +29,13 @@ from gochatd.model import (
 )
 from gochatd.outbox.store import OutboxStore
 from gochatd.periodic_jobs.slots import PeriodicSlotStore
-from gochatd.runnable import RunnableTypes
+from gochatd.store.db import AfterFinish
 from gochatd.store.fleet import FleetStore
 from gochatd.store.job_types import JobTypeStore
+from gochatd.store.rate_windows import RateLimitedClaim
 from gochatd.store.route_table import RouteTable
+from gochatd.worker.runnable import RunnableTypes
+from gochatd.workflows.model import Batch, JobLinks, Workflow, WorkflowResult
 
 
 class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protocol):
@@ -39,6 +43,12 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     dialect: str
     #: True when other processes' inserts can wake this one (LISTEN/NOTIFY).
     has_notifications: bool
+
+    @property
+    def control_notifications(self) -> bool:
+        """True when pause, route and fleet changes are announced (``wait_for_control``);
+        False: the followers read those tables on their short period."""
+        ...
     #: tenants.<id>.max_running: both claim paths cap each tenant's running jobs, fleet-wide.
     #: Empty (the default): the plain claim queries run, as fast as without tenants.
     tenant_limits: dict[str, int]
@@ -48,7 +58,7 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
     #: worker.priority_aging_s: a waiting job gains one priority step per this many seconds,
     #: up to its queue's top level (docs/priority.md); every claim orders due jobs by it.
     priority_aging_s: float
-    #: The job types this daemon can run (daemon/runnable.py): every claim takes only
+    #: The job types this daemon can run (daemon/worker/runnable.py): every claim takes only
     #: those. ``ANY_TYPE`` (the default): no filter.
     runnable: RunnableTypes
 
@@ -103,8 +113,23 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         a queue in the order of docs/priority.md (priority, aged by the wait)."""
         ...
 
-    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
-        """Fenced compare-and-set per row; return the ids applied. Stale ones write nothing."""
+    async def claim_rate_limited(
+        self, queue: str, rate: QueueRate, limit: int, owner: str, lease_s: float,
+        *, dispatched_only: bool = False,
+    ) -> RateLimitedClaim:
+        """A claim of one rate-limited queue (worker.queue_rates): up to ``limit`` due jobs,
+        at most what the queue's current window has left fleet-wide, counted in the same
+        transaction (store/rate_windows.py). ``dispatched_only``: as claim_due_jobs."""
+        ...
+
+    async def finish_jobs(
+        self, finishes: Sequence[Finish], *, after_commit: AfterFinish | None = None
+    ) -> set[int]:
+        """Fenced compare-and-set per row; return the ids applied. Stale ones write nothing.
+        ``after_commit`` runs on the store's connection thread once the batch committed, in
+        the same thread hop (the finisher XACKs there); a batch written in several units
+        (tenants in several databases while they move) does not run it: the caller sees
+        that it did not run and does its work itself."""
         ...
 
     async def extend_leases(
@@ -126,6 +151,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         """The highest job id (0 for none)."""
         ...
 
+    async def next_lease_expiry_in_s(self) -> float | None:
+        """Seconds (database clock) until the earliest running job's lease expires
+        (negative: expired already); None when no job runs."""
+        ...
+
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
         """Mark due, never-dispatched jobs as dispatched now and return them for XADD."""
         ...
@@ -144,6 +174,17 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         ...
 
     async def get_job(self, job_id: int) -> Job | None: ...
+    async def enqueue_workflow(self, workflow: Workflow, *,
+                               after_commit: AfterCommit | None = None) -> WorkflowResult:
+        """Dependent jobs, chains, batches: every item in one transaction (docs/workflows.md)."""
+        ...
+
+    async def job_links(self, job_id: int, with_results: bool = True) -> JobLinks | None:
+        """The job's dependencies (their results only ``with_results``), how many it still
+        waits on, its batch; None: no such job."""
+        ...
+
+    async def get_batch(self, batch_id: int) -> Batch | None: ...
     async def get_job_states(self, job_ids: Sequence[int]) -> dict[int, tuple[int, JobStatus]]:
         """``{id: (fence, status)}`` of those of ``job_ids`` that exist, in one query (the
         finisher's check after a retried write)."""
@@ -236,10 +277,15 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         """Block until another process announces new work, or the timeout. False on timeout."""
         ...
 
+    async def wait_for_control(self, what: str, timeout_s: float) -> bool:
+        """Block until a change of ``what`` ("pauses", "routes", "fleet") is announced, or
+        the timeout. False on timeout (always, without ``control_notifications``)."""
+        ...
+
 
 class RoutingStore(JobStore, Protocol):
     """The store the daemon runs on: a ``JobStore`` that also follows the tenant routes of a
-    live migration (store/router.py; docs/migrate.md). Without routes it is the plain store."""
+    live migration (migrate/routing/store.py; docs/migrate.md). Without routes it is the plain store."""
 
     async def refresh_routes(self, *, force: bool = False) -> RouteTable:
         """Re-read the routes if they changed (opening the destinations they name)."""

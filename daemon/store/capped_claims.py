@@ -26,10 +26,11 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from psycopg import Connection
 
+from gochatd.store.db import sqlite_transaction
 from gochatd.store.scope import QuerySet
 
 
@@ -41,6 +42,18 @@ class Caps:
     queues: Mapping[str, int]
 
 
+class _Picks(Protocol):
+    """The statements a dialect's capped claim runs to pick due ids."""
+
+    caps: Caps
+
+    def full_tenants(self) -> list[str]: ...
+    def free_queue_slots(self) -> dict[str, int]: ...
+    def pick_tenant_backlog(self, tenants: list[str], queues: list[str], limit: int
+                            ) -> list[int]: ...
+    def pick_due(self, queue: str, full: list[str], limit: int) -> list[int]: ...
+
+
 class _CappedClaim:
     """One capped claim on one connection; a dialect supplies the statements."""
 
@@ -50,19 +63,7 @@ class _CappedClaim:
         self.scope = queries.args
         self.aging_s = aging_s
 
-    def full_tenants(self) -> list[str]:
-        raise NotImplementedError
-
-    def free_queue_slots(self) -> dict[str, int]:
-        raise NotImplementedError
-
-    def pick_tenant_backlog(self, tenants: list[str], queues: list[str], limit: int) -> list[int]:
-        raise NotImplementedError
-
-    def pick_due(self, queue: str, full: list[str], limit: int) -> list[int]:
-        raise NotImplementedError
-
-    def pick(self, queues: Sequence[str], limit: int, backlog: bool) -> list[int]:
+    def pick(self: _Picks, queues: Sequence[str], limit: int, backlog: bool) -> list[int]:
         """Due ids of ``queues`` in the intake's order, none of a full tenant, at most a
         capped queue's free slots of it. ``backlog``: only capped tenants' and queues' jobs
         (their stream entries were refused and acked)."""
@@ -203,12 +204,7 @@ def sqlite_claim_capped(
     queries: QuerySet, aging_s: float,
 ) -> list[Any]:
     claim = _SqliteClaim(conn, caps, queries, aging_s)
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with sqlite_transaction(conn):
         picked = list(ids) if ids is not None else claim.pick(queues, limit, backlog)
         rows = claim.claim(picked, owner, lease_s) if picked else []
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return rows

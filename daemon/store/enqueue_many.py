@@ -22,6 +22,7 @@ from psycopg import Connection
 
 from gochatd.errors import IdempotencyConflict, StoreUnavailable
 from gochatd.model import EnqueueRequest, EnqueueResult, Job, JobStatus
+from gochatd.store.db import sqlite_transaction
 from gochatd.store.queries import load_queries
 from gochatd.store.rows import (
     canonical_json,
@@ -71,7 +72,7 @@ def pg_enqueue_params(request: EnqueueRequest) -> dict[str, Any]:
         "tenant_id": request.tenant_id,
         "job_type": request.job_type,
         "queue": request.queue,
-        "payload": canonical_json(request.payload),
+        "payload": request.payload_json or canonical_json(request.payload),
         "priority": request.priority,
         "max_attempts": request.max_attempts,
         "scheduled_at": request.scheduled_at,
@@ -181,7 +182,7 @@ def sqlite_enqueue_params(request: EnqueueRequest) -> dict[str, Any]:
         "tenant_id": request.tenant_id,
         "job_type": request.job_type,
         "queue": request.queue,
-        "payload": canonical_json(request.payload),
+        "payload": request.payload_json or canonical_json(request.payload),
         "priority": request.priority,
         "max_attempts": request.max_attempts,
         "scheduled_at": request.scheduled_at.timestamp() if request.scheduled_at else None,
@@ -202,8 +203,7 @@ def sqlite_enqueue_many(
     cost microseconds, so one per item is as fast as a set-based INSERT and maps exactly."""
     insert, find = SQLITE["enqueue_jobs"], SQLITE["find_idempotent_job"]
     results: list[EnqueueResult] = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with sqlite_transaction(conn):
         for index, request in enumerate(requests):
             params = sqlite_enqueue_params(request)
             if request.unique_key is not None:
@@ -226,8 +226,4 @@ def sqlite_enqueue_many(
             if not same and raise_on_conflict:
                 raise _conflict(request, job, index)
             results.append(EnqueueResult(job, created=False, conflict=not same))
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return results

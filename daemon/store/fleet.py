@@ -10,10 +10,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
-from gochatd.runnable import DaemonHandlers
+from gochatd.store.core import StoreCore
 from gochatd.store.rows import database_time
+from gochatd.worker.runnable import DaemonHandlers
 
 #: What an operator may ask of one daemon (POST /v1/fleet/<id>/<action>).
 DAEMON_ACTIONS = ("drain", "pause", "resume")
@@ -111,14 +112,8 @@ class FleetStore(Protocol):
     async def prune_daemons(self, older_than_s: float) -> int: ...
 
 
-class SqlFleetOps:
+class SqlFleetOps(StoreCore):
     """Mixed into ``SqlJobStore``: both backends run the same named queries."""
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
 
     async def add_job_counts(self, counts: Sequence[FinishCounts]) -> None:
         if counts:

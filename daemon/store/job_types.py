@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
-from gochatd.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
-from gochatd.runnable import WaitingJobs
+from gochatd.store.core import StoreCore
 from gochatd.store.rows import database_time
+from gochatd.worker.job_types import JobTypeChange, JobTypeDefaults, PublishedJobType
+from gochatd.worker.runnable import WaitingJobs
 
 
 class JobTypeStore(Protocol):
@@ -30,14 +31,8 @@ class JobTypeStore(Protocol):
         ...
 
 
-class SqlJobTypeOps:
+class SqlJobTypeOps(StoreCore):
     """Mixed into ``SqlJobStore``: both backends run the same named queries."""
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
 
     async def publish_job_types(
         self, types: Sequence[JobTypeDefaults], by: str

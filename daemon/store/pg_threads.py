@@ -7,12 +7,11 @@ trio-asyncio bridge cost ~200 µs per crossing (docs/bench.md).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
@@ -20,7 +19,8 @@ import trio
 from psycopg.pq import TransactionStatus
 
 from gochatd.errors import StoreUnavailable
-from gochatd.handoff import Handoff
+from gochatd.io.handoff import Handoff
+from gochatd.store.lender import Lender
 
 Connect = Callable[[], "psycopg.Connection[Any]"]
 #: How long a cancelled statement may take to stop before its connection is forced closed.
@@ -34,6 +34,12 @@ def connection_pool(name: str, connect: Connect, size: int) -> Handoff[psycopg.C
         retry_once=_session_terminated, interrupt=_cancel,
         force_close=_break_socket, abandon_s=ABANDON_S,
     )
+
+
+def lend_connections(name: str, connect: Connect, size: int
+                     ) -> Lender[psycopg.Connection[Any]]:
+    """The same connections, lent to calling threads instead (``SyncClient``)."""
+    return Lender(name, size, connect, _close, _ready_for_next)
 
 
 def _close(conn: psycopg.Connection[Any]) -> None:
@@ -111,69 +117,92 @@ def _break_socket(conn: psycopg.Connection[Any]) -> None:
 class Listener:
     """LISTEN on a connection of its own, in a thread of its own; Trio waits for a wake-up.
 
-    The thread counts notifications and wakes the waiting task through its Trio token, so a
-    wait costs no thread hop. A connection that fails is reported once to the waiter (the
-    caller logs it and backs off) and opened again with backoff; each reconnect is a wake-up
-    of its own, since anything committed while nobody listened was not announced.
+    It listens on several channels (new work, and the control channels of migration 0016);
+    one task at a time waits on each. The thread counts each channel's notifications and
+    wakes the waiting tasks through its Trio token, only while one waits, so a wait costs
+    no thread hop. A connection that fails is reported once to each channel's waiter (the
+    caller logs it and backs off) and opened again with backoff; each reconnect is a
+    wake-up of every channel, since anything committed while nobody listened was not
+    announced.
 
     ``listening`` is the first connection, already listening (``listen_connection``), so
     that nothing committed after the store opened goes unannounced.
     """
 
-    def __init__(self, connect: Connect, channel: str, listening: psycopg.Connection[Any]) -> None:
+    def __init__(self, connect: Connect, channels: Sequence[str],
+                 listening: psycopg.Connection[Any]) -> None:
         self._connect = connect
-        self._channel = channel
+        self._channels = tuple(channels)
         self._first: psycopg.Connection[Any] | None = listening
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
-        self._event: trio.Event | None = None
-        self._seq = 0  # wake-ups signalled by the thread
-        self._seen = 0  # wake-ups the waiter has returned
-        self._failure: str | None = None
+        #: Replaced (Trio thread) each time it is set: every waiter of the moment wakes.
+        self._event = trio.Event()
+        self._waiting = 0  # tasks blocked in wait()
+        self._wake_pending = False
+        self._seq = dict.fromkeys(self._channels, 0)  # notifications counted per channel
+        self._failures = 0
+        self._failure = ""
+        #: Per channel, what its waiter has returned: (notifications, failures).
+        self._seen: dict[str, tuple[int, int]] = {}
 
-    async def wait(self, timeout_s: float) -> bool:
-        """True when a notification (or a reconnect) came since the last call; raises
-        ``ConnectionError`` once per failed connection attempt."""
+    async def wait(self, timeout_s: float, channel: str | None = None) -> bool:
+        """True when ``channel`` (the first one by default) was notified, or the listener
+        reconnected, since this channel's last call; raises ``ConnectionError`` once per
+        failed connection attempt."""
+        channel = channel or self._channels[0]
         if self._token is None:
             self._token = trio.lowlevel.current_trio_token()
-        try:
-            with trio.move_on_after(timeout_s):
-                while True:
-                    with self._lock:
-                        seq, failure, self._failure = self._seq, self._failure, None
-                    if failure is not None:
-                        raise ConnectionError(failure)
-                    if seq != self._seen:
-                        self._seen = seq
-                        return True
-                    # Publish the event, then look again: the thread either sees the event
-                    # or counted before this second look.
-                    event = self._event = trio.Event()
-                    with self._lock:
-                        if self._seq != seq or self._failure is not None:
-                            continue
+        with trio.move_on_after(timeout_s):
+            while True:
+                with self._lock:
+                    seq, failures, failure = self._seq[channel], self._failures, self._failure
+                    event = self._event
+                    seen, failures_seen = self._seen.get(channel, (0, 0))
+                    if failures == failures_seen and seq == seen:
+                        self._waiting += 1
+                if failures != failures_seen:
+                    self._seen[channel] = (seen, failures)
+                    raise ConnectionError(failure)
+                if seq != seen:
+                    self._seen[channel] = (seq, failures)
+                    return True
+                try:
                     await event.wait()
-        finally:
-            self._event = None
+                finally:
+                    with self._lock:
+                        self._waiting -= 1
         return False
 
     def _wake(self) -> None:  # Trio thread
-        if self._event is not None:
-            self._event.set()
-
-    def _signal(self, failure: str | None = None) -> None:  # listener thread
         with self._lock:
-            if failure is None:
-                self._seq += 1
-            else:
+            self._wake_pending = False
+        event, self._event = self._event, trio.Event()
+        event.set()
+
+    def _signal(self, channel: str | None = None, failure: str | None = None) -> None:
+        """Listener thread: a notification on ``channel`` (None: every channel), or a
+        failure."""
+        with self._lock:
+            if failure is not None:
+                self._failures += 1
                 self._failure = failure
-            event = self._event
+            else:
+                for name in self._channels if channel is None else (channel,):
+                    if name in self._seq:
+                        self._seq[name] += 1
+            wake = self._waiting > 0 and not self._wake_pending
+            if wake:
+                self._wake_pending = True
         token = self._token
-        if token is not None and event is not None and not event.is_set():
-            with contextlib.suppress(trio.RunFinishedError):
+        if wake and token is not None:
+            try:
                 token.run_sync_soon(self._wake)
+            except trio.RunFinishedError:
+                with self._lock:
+                    self._wake_pending = False
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._main, name="gochatd-listen", daemon=True)
@@ -185,19 +214,19 @@ class Listener:
             try:
                 conn, self._first = self._first, None
                 if conn is None:
-                    conn = listen_connection(self._connect, self._channel)
+                    conn = listen_connection(self._connect, self._channels)
                     self._signal()
                 with conn:
                     backoff_s = 0.1
                     while not self._stop.is_set():
-                        for _ in conn.notifies(timeout=_LISTEN_POLL_S):
-                            self._signal()
+                        for notify in conn.notifies(timeout=_LISTEN_POLL_S):
+                            self._signal(notify.channel)
             except StoreUnavailable as exc:  # the connect failed (the server's reason)
-                self._signal(str(exc))
+                self._signal(failure=str(exc))
                 self._stop.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
             except (psycopg.Error, OSError) as exc:
-                self._signal(f"postgres unavailable: {type(exc).__name__}")
+                self._signal(failure=f"postgres unavailable: {type(exc).__name__}")
                 self._stop.wait(backoff_s)
                 backoff_s = min(backoff_s * 2, 5.0)
 
@@ -210,10 +239,11 @@ class Listener:
             first.close()
 
 
-def listen_connection(connect: Connect, channel: str) -> psycopg.Connection[Any]:
+def listen_connection(connect: Connect, channels: Sequence[str]) -> psycopg.Connection[Any]:
     conn = connect()
     try:
-        conn.execute(f"LISTEN {channel}")
+        for channel in channels:
+            conn.execute(f"LISTEN {channel}")
     except BaseException:
         conn.close()
         raise

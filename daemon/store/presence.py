@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gochatd.errors import UserError
-from gochatd.redact import mask_url
+from gochatd.obs.redact import mask_url
 from gochatd.store.base import JobStore
 from gochatd.store.queries import latest_version
 from gochatd.store.sqlite import sqlite_url_path
@@ -55,12 +55,18 @@ async def require_schema(store: JobStore, database_url: str, fix: str | None = N
     """After opening: the schema must be there and current (nothing here applies it).
     ``fix`` says how to get it (default: ``remedy``). ``older_ok``: any version will do (the
     clients, which a release may deploy before its ``db upgrade``)."""
+    check_schema(store.dialect, await store.schema_version(), database_url, fix,
+                 older_ok=older_ok)
+
+
+def check_schema(dialect: str, current: int, database_url: str, fix: str | None = None, *,
+                 older_ok: bool = False) -> None:
+    """``require_schema``'s verdict on a version read (``SyncClient`` reads it itself)."""
     fix = fix or remedy(database_url)
-    current = await store.schema_version()
     if current == 0:
-        what = "database at" if store.dialect == "sqlite" else "schema in"
+        what = "database at" if dialect == "sqlite" else "schema in"
         raise NoDatabase(f"no gochatd {what} {where(database_url)}; {fix}")
-    latest = latest_version(store.dialect)
+    latest = latest_version(dialect)
     if current < latest and not older_ok:
         raise NoDatabase(f"the database schema at {where(database_url)} is at version "
                          f"{current}, gochatd needs {latest}; {fix}")

@@ -3,7 +3,7 @@
 The route table lives in the home database (the one the daemons are configured with); see
 sql/<dialect>/0007_change_tracking.up.sql for its states. This module is the read side: a
 snapshot of the table and what it means for one tenant. The migrator writes the rows
-(daemon/migrate/route_control.py); the routed store (store/router.py) acts on them.
+(daemon/migrate/route_control.py); the routed store (migrate/routing/store.py) acts on them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+
+from gochatd.store.core import StoreCore
 
 #: The route row that covers every tenant without one of its own, and the fleet-wide tables.
 EVERY_TENANT = "*"
@@ -77,14 +78,8 @@ def route_table(rows: list[tuple[str, str, str, int]]) -> RouteTable:
 EMPTY_ROUTES = RouteTable()
 
 
-class SqlRouteOps:
+class SqlRouteOps(StoreCore):
     """Mixed into ``SqlJobStore``: the daemon's reads of the route table and its acks."""
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
 
     async def route_version(self) -> int:
         return int((await self._read("route_version", {}))[0][0])

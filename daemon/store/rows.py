@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,9 @@ _TIME_COLUMNS = frozenset(
     {"scheduled_at", "created_at", "updated_at", "locked_at", "lease_expires_at", "failed_at",
      "completed_at", "dispatched_at"}
 )
+_WIDTH = len(JOB_COLUMNS)
+_TIME_INDEXES = tuple(_INDEX[name] for name in JOB_COLUMNS if name in _TIME_COLUMNS)
+_PAYLOAD, _STATUS, _CANCEL = _INDEX["payload"], _INDEX["status"], _INDEX["cancel_requested"]
 
 
 #: Times outside what ``datetime`` can hold (written by foreign SQL: infinity, year 20000,
@@ -61,14 +65,30 @@ def decode_payload(raw: Any) -> dict[str, Any]:
 
 
 def job_from_row(row: Sequence[Any], to_time: Callable[[Any], datetime | None] | None = None) -> Job:
-    values = dict(zip(JOB_COLUMNS, row, strict=False))
+    """A row of ``JOB_COLUMNS`` (in ``Job``'s field order: tests/unit checks it) as a ``Job``,
+    built positionally: no dict per row."""
+    values = list(row[:_WIDTH])
     if to_time is not None:
-        for name in _TIME_COLUMNS:
-            values[name] = to_time(values[name])
-    values["payload"] = decode_payload(values["payload"])
-    values["status"] = JobStatus(values["status"])
-    values["cancel_requested"] = bool(values["cancel_requested"])
-    return Job(**values)
+        for i in _TIME_INDEXES:
+            values[i] = to_time(values[i])
+    values[_PAYLOAD] = decode_payload(values[_PAYLOAD])
+    values[_STATUS] = JobStatus(values[_STATUS])
+    values[_CANCEL] = bool(values[_CANCEL])
+    return Job(*values)
+
+
+def head_waited_s(rows: Sequence[Sequence[Any]]) -> float:
+    """PostgreSQL's windowed ``claim_due_jobs``: how long the oldest job the claim considered
+    had been due (the column after the job's columns, the same in every row), by the
+    database's clock (store/claim_window.py)."""
+    return max(float(row[len(JOB_COLUMNS)] or 0.0) for row in rows)
+
+
+def with_result(job: Job, row: Sequence[Any]) -> Job:
+    """``get_job``'s row: JOB_COLUMNS, then the result as JSON text (both dialects), or
+    NULL (docs/results.md). Other reads leave ``Job.result`` None."""
+    raw = row[len(JOB_COLUMNS)]
+    return job if raw is None else dataclasses.replace(job, result=json.loads(raw))
 
 
 def ref_from_row(row: Sequence[Any]) -> DispatchRef:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from gochatd.runnable import ANY_TYPE, RunnableTypes
 from gochatd.store.queries import load_queries, load_scoped_queries
+from gochatd.worker.runnable import ANY_TYPE, RunnableTypes
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ def _scoped_sql(dialect: str) -> Mapping[str, str]:
 def query_set(dialect: str, scope: TenantScope,
               runnable: RunnableTypes = ANY_TYPE) -> QuerySet:
     """The queries for ``scope``; every statement also gets the claims' job-type filter
-    (``runnable``: daemon/runnable.py), which only the claim queries name."""
+    (``runnable``: daemon/worker/runnable.py), which only the claim queries name."""
     if scope.is_all:
         return QuerySet(load_queries(dialect), runnable.params[dialect])
     return QuerySet(_scoped_sql(dialect), {**scope.params[dialect], **runnable.params[dialect]})
@@ -122,7 +122,7 @@ class QueriesInScope:
 
     @property
     def runnable(self) -> RunnableTypes:
-        """The job types the claims take (daemon/runnable.py): the daemon's handlers, set
+        """The job types the claims take (daemon/worker/runnable.py): the daemon's handlers, set
         before its first claim; ``ANY_TYPE`` until then."""
         return self._runnable
 

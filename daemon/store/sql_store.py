@@ -1,22 +1,28 @@
-"""What both SQL stores share: every operation that is one named query plus decoding.
+"""The SQL store: every ``JobStore`` operation, written once for both dialects.
 
-A backend supplies how to run a named query (``_read``/``_write``), how to pass a list
-(PostgreSQL arrays, SQLite JSON) and how to decode a job row; the SQL itself lives in
-``sql/<dialect>/queries.sql`` (plain or scoped, store/scope.py) under the same names.
+Each operation is a unit over a ``Db`` (store/db.py), run on a connection thread by
+``StoreCore._unit``: the job operations in store/ops.py, the other parts in their own
+modules (controls, fleet, job types, routes, outbox, periodic slots), the one-query ones
+here. A dialect's store (postgres.py, sqlite.py) adds only its connections, schema
+upgrade and wake-ups; the SQL itself lives in ``sql/<dialect>/queries.sql`` (plain or
+scoped, store/scope.py) under the same names.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from datetime import datetime
 
-from gochatd.errors import InvalidTransition, JobNotFound
+from gochatd.config.rates import QueueRate
 from gochatd.model import (
     DEFAULT_PRIORITY_AGING_S,
     TERMINAL,
+    AfterCommit,
     ClaimedJob,
     DispatchRef,
+    EnqueueRequest,
+    EnqueueResult,
     Finish,
     Job,
     JobAttempt,
@@ -28,108 +34,97 @@ from gochatd.model import (
     ReapResult,
 )
 from gochatd.outbox.store import SqlOutboxOps
-from gochatd.periodic_jobs.slots import SqlPeriodicOps
+from gochatd.periodic_jobs.slots import SlotClaim, SqlPeriodicOps, claim_periodic_slot
+from gochatd.store import ops
 from gochatd.store.attempts import ATTEMPTS_KEPT_PER_JOB
 from gochatd.store.capped_claims import Caps, split_delivered
+from gochatd.store.claim_window import ClaimWindows
 from gochatd.store.controls import SqlControlOps
+from gochatd.store.db import AfterFinish
 from gochatd.store.fleet import SqlFleetOps
+from gochatd.store.idle import SqlIdleOps
 from gochatd.store.job_types import SqlJobTypeOps
+from gochatd.store.rate_windows import RateLimitedClaim
 from gochatd.store.route_table import SqlRouteOps
 from gochatd.store.rows import ref_from_row
-from gochatd.store.scope import QueriesInScope
-
-#: The largest id a search text may name (bigint).
-_MAX_ID = 2**63 - 1
-#: A text search looks at the newest this many ids of a database (docs/operations.md,
-#: "Listing jobs"): bounded, whatever the table holds; an id is found anywhere.
-SEARCH_WINDOW = 10_000
+from gochatd.workflows import store as workflows
+from gochatd.workflows.model import Batch, JobLinks, Workflow, WorkflowResult
 
 
-def search_params(text: str | None) -> dict[str, Any]:
-    """A listing's search as the queries take it: ``pattern`` matches the text anywhere, its
-    ``%``, ``_`` and ``\\`` literal (``ESCAPE '\\'``); ``search_id`` is the text as an id."""
-    if not text:
-        return {"pattern": None, "search_id": None, "search_after_id": None}
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    digits = text.strip()
-    as_id = int(digits) if digits.isascii() and digits.isdigit() and len(digits) <= 19 else None
-    return {"pattern": f"%{escaped}%",
-            "search_id": as_id if as_id is not None and as_id <= _MAX_ID else None,
-            "search_after_id": None}
-
-
-def page_with(jobs: list[Job], job: Job, flt: JobFilter) -> list[Job]:
-    """``jobs`` (one page of ``flt``) with ``job`` too, if it passes the filter and falls
-    within the page in its order."""
-    matches = ((flt.status is None or job.status is flt.status)
-               and flt.queue in (None, job.queue) and flt.tenant_id in (None, job.tenant_id)
-               and flt.job_type in (None, job.job_type) and not flt.scheduled)
-    after = flt.after_id is None or (job.id < flt.after_id if flt.newest_first
-                                     else job.id > flt.after_id)
-    if not matches or not after:
-        return jobs
-    merged = sorted([*jobs, job], key=lambda j: j.id, reverse=flt.newest_first)
-    return merged[:flt.limit] if len(jobs) >= flt.limit else merged
-
-
-class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
-                  SqlFleetOps):
-    # -- what a backend provides -----------------------------------------------------------
-
-    async def _read(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    async def _write(self, name: str, params: dict[str, Any]) -> list[Any]:
-        raise NotImplementedError
-
-    def _list(self, values: Sequence[Any]) -> Any:
-        raise NotImplementedError
-
-    def _job(self, row: Sequence[Any]) -> Job:
-        raise NotImplementedError
-
-    def _attempt(self, row: Sequence[Any]) -> JobAttempt:
-        raise NotImplementedError
-
-    def _finish_params(self, finishes: Sequence[Finish]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    async def _finish_jobs_with_replies(self, finishes: Sequence[Finish]) -> set[int]:
-        """finish_jobs plus the applied completions' replies, in one transaction."""
-        raise NotImplementedError
-
-    def _lease_params(self, leases: Sequence[Lease]) -> dict[str, Any]:
-        raise NotImplementedError
-
-    # -- claims and leases -----------------------------------------------------------------
-
-    def _claimed(self, row: Sequence[Any], owner: str) -> ClaimedJob:
-        job = self._job(row)
-        return ClaimedJob(job=job, lease_owner=owner, fence=job.fence)
-
+class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlControlOps,
+                  SqlFleetOps, SqlIdleOps):
     #: tenants.<id>.max_running and worker.queue_limits, set by the worker; both empty: the
     #: plain claims run unchanged.
     tenant_limits: dict[str, int] = {}  # replaced by the worker, never mutated
     queue_limits: dict[str, int] = {}  # likewise
     #: worker.priority_aging_s, set by the worker (docs/priority.md).
     priority_aging_s: float = DEFAULT_PRIORITY_AGING_S
+    #: The polling claim's due-time window per queue (store/claim_window.py): PostgreSQL's,
+    #: whose claim under a held snapshot must not walk every dead index entry; None: SQLite.
+    _claim_windows: ClaimWindows | None = None
+
+    async def schema_version(self) -> int:
+        return await self._unit(ops.schema_version)
+
+    # -- producers -------------------------------------------------------------------------
+
+    async def enqueue(
+        self, request: EnqueueRequest, *, after_commit: AfterCommit | None = None
+    ) -> EnqueueResult:
+        return await self._unit(ops.enqueue, request, after_commit)
+
+    async def enqueue_many(
+        self, requests: Sequence[EnqueueRequest], *, raise_on_conflict: bool = False,
+        after_commit: AfterCommit | None = None,
+    ) -> list[EnqueueResult]:
+        if not requests:
+            return []
+        return await self._unit(ops.enqueue_many, requests, raise_on_conflict, after_commit)
+
+    async def claim_periodic_slot(
+        self, name: str, slot: datetime, request: EnqueueRequest | None
+    ) -> SlotClaim:
+        return await self._unit(claim_periodic_slot, name, slot, request)
+
+    # -- claims and leases -----------------------------------------------------------------
+
+    def _caps(self) -> Caps:
+        return Caps(self.tenant_limits, self.queue_limits)
+
     async def _claim_capped(
         self, ids: Sequence[int] | None, queues: Sequence[str], limit: int, owner: str,
         lease_s: float, *, backlog: bool = False,
     ) -> list[ClaimedJob]:
         """Both claim paths while some tenant or queue has a cap (store/capped_claims.py)."""
-        raise NotImplementedError
-
-    def _caps(self) -> Caps:
-        return Caps(self.tenant_limits, self.queue_limits)
+        return await self._unit(ops.claim_capped, self._caps(), ids, queues, limit, owner,
+                                lease_s, backlog, self.priority_aging_s)
 
     async def claim_due_jobs(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float,
         *, dispatched_only: bool = False,
     ) -> list[ClaimedJob]:
-        """The polling claim (each backend's: one transaction over the queues).
+        """The polling claim (one unit over the queues).
         ``dispatched_only``: only jobs that were given a stream entry (the streams claim)."""
-        raise NotImplementedError
+        if limit <= 0 or not queues:
+            return []
+        if self.tenant_limits or self.queue_limits:
+            return await self._claim_capped(None, queues, limit, owner, lease_s)
+        windows = self._claim_windows
+        due_within_s = None if windows is None else {q: windows.begin(q) for q in queues}
+        claimed, seen = await self._unit(ops.claim_due_jobs, queues, limit, owner, lease_s,
+                                         self.priority_aging_s, dispatched_only, due_within_s)
+        if windows is not None:
+            for queue, behind_s in seen:
+                windows.complete(queue, behind_s)
+        return claimed
+
+    async def claim_rate_limited(
+        self, queue: str, rate: QueueRate, limit: int, owner: str, lease_s: float,
+        *, dispatched_only: bool = False,
+    ) -> RateLimitedClaim:
+        caps = self._caps() if self.tenant_limits or self.queue_limits else None
+        return await self._unit(ops.claim_rate_limited, caps, queue, rate, limit, owner,
+                                lease_s, self.priority_aging_s, dispatched_only)
 
     async def claim_capped_backlog(
         self, queues: Sequence[str], limit: int, owner: str, lease_s: float
@@ -146,10 +141,7 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
             return []
         if self.tenant_limits or self.queue_limits:
             return await self._claim_capped(ids, (), len(ids), owner, lease_s)
-        rows = await self._write(
-            "claim_jobs", {"ids": self._list(list(ids)), "owner": owner, "lease_s": lease_s}
-        )
-        return [self._claimed(r, owner) for r in rows]
+        return await self._unit(ops.claim_jobs, ids, owner, lease_s)
 
     async def claim_delivered_jobs(
         self, delivered: Mapping[str, Sequence[int | None]], owner: str, lease_s: float
@@ -161,14 +153,14 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
             for queue, n in tokens.items():  # a capped queue's entries: its best jobs
                 capped.extend(await self._claim_capped(None, [queue], n, owner, lease_s))
             return capped
-        ids = [job_id for queue_ids in delivered.values() for job_id in queue_ids
-               if job_id is not None]
+        ids = sorted(job_id for queue_ids in delivered.values() for job_id in queue_ids
+                     if job_id is not None)  # rows in id order (ops.claim_jobs)
         claimed: list[ClaimedJob] = []
         if ids:
             rows = await self._write("claim_delivered_jobs", {
                 "ids": self._list(ids), "queues": self._list(list(delivered)),
                 "owner": owner, "lease_s": lease_s})
-            claimed = [self._claimed(r, owner) for r in rows]
+            claimed = [ClaimedJob(job, owner, job.fence) for job in map(self._job, rows)]
         got = {c.id for c in claimed}
         for queue, queue_ids in delivered.items():
             # A queue holding other priorities, or entries whose jobs are gone (claimed by
@@ -189,22 +181,19 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
                 claimed.extend(await self.claim_jobs(named[:short - len(ranked)], owner, lease_s))
         return claimed
 
-    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
+    async def finish_jobs(
+        self, finishes: Sequence[Finish], *, after_commit: AfterFinish | None = None
+    ) -> set[int]:
         if not finishes:
             return set()
-        if any(f.replies for f in finishes):  # the common path stays one plain UPDATE
-            return await self._finish_jobs_with_replies(finishes)
-        rows = await self._write("finish_jobs", self._finish_params(finishes))
-        return {int(r[0]) for r in rows}
+        return await self._unit(ops.finish_jobs, finishes, after_commit)
 
     async def extend_leases(
         self, leases: Sequence[Lease], owner: str, lease_s: float
     ) -> list[LeaseState]:
         if not leases:
             return []
-        params = {**self._lease_params(leases), "owner": owner, "lease_s": lease_s}
-        rows = await self._write("extend_leases", params)
-        return [LeaseState(int(r[0]), bool(r[1])) for r in rows]
+        return await self._unit(ops.extend_leases, leases, owner, lease_s)
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -212,20 +201,15 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
         self, limit: int = 1000, *, expired_within_s: float | None = None,
         created_after_id: int | None = None,
     ) -> ReapResult:
-        rows = await self._reap({"limit": limit, "expired_within_s": expired_within_s,
-                                 "created_after_id": created_after_id,
-                                 "attempts_kept": ATTEMPTS_KEPT_PER_JOB})
+        rows = await self._unit(ops.reap_expired_leases, {
+            "limit": limit, "expired_within_s": expired_within_s,
+            "created_after_id": created_after_id, "attempts_kept": ATTEMPTS_KEPT_PER_JOB})
         retried = [ref_from_row(r) for r in rows if r[4] == JobStatus.RETRYING]
         dead = [int(r[0]) for r in rows if r[4] != JobStatus.RETRYING]
         return ReapResult(retried=retried, dead=dead)
 
-    async def _reap(self, params: dict[str, Any]) -> list[Any]:
-        """reap_expired_leases with its attempts recorded (PostgreSQL: in the statement)."""
-        return await self._write("reap_expired_leases", params)
-
     async def newest_job_id(self) -> int:
-        rows = await self._read("newest_job_id", {})
-        return int(rows[0][0]) if rows else 0
+        return await self._unit(ops.newest_job_id)
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:
         rows = await self._write(
@@ -248,7 +232,10 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
 
     async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
         name = "next_undispatched_in_s" if undispatched_only else "next_due_in_s"
-        rows = await self._read(name, {"queues": self._list(list(queues))})
+        windows = self._claim_windows  # how far back: the polling claim's window, if any
+        rows = await self._read(name, {
+            "queues": self._list(list(queues)),
+            "due_within_s": None if windows is None else windows.widest_s(queues)})
         value = rows[0][0] if rows else None
         if value is not None and value == -math.inf:  # a foreign row due since forever
             return 0.0
@@ -257,8 +244,17 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
     # -- operators -------------------------------------------------------------------------
 
     async def get_job(self, job_id: int) -> Job | None:
-        rows = await self._read("get_job", {"id": job_id})
-        return self._job(rows[0]) if rows else None
+        return await self._unit(ops.get_job, job_id)
+
+    async def enqueue_workflow(self, workflow: Workflow, *,
+                               after_commit: AfterCommit | None = None) -> WorkflowResult:
+        return await self._unit(workflows.enqueue_workflow, workflow, after_commit)
+
+    async def job_links(self, job_id: int, with_results: bool = True) -> JobLinks | None:
+        return await self._unit(workflows.job_links, job_id, with_results)
+
+    async def get_batch(self, batch_id: int) -> Batch | None:
+        return await self._unit(workflows.get_batch, batch_id)
 
     async def get_job_states(self, job_ids: Sequence[int]) -> dict[int, tuple[int, JobStatus]]:
         if not job_ids:
@@ -267,36 +263,10 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
         return {int(r[0]): (int(r[1]), JobStatus(r[2])) for r in rows}
 
     async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
-        rows = await self._read("list_job_attempts",
-                                {"id": job_id, "limit": ATTEMPTS_KEPT_PER_JOB})
-        return [self._attempt(r) for r in rows]
+        return await self._unit(ops.list_job_attempts, job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
-        name = ("list_scheduled_jobs" if flt.scheduled
-                else "list_jobs_newest" if flt.newest_first else "list_jobs")
-        search = search_params(flt.search)
-        if search["pattern"] is not None:  # bounded: the newest SEARCH_WINDOW ids
-            search["search_after_id"] = max(0, await self.newest_job_id() - SEARCH_WINDOW)
-        rows = await self._read(
-            name,
-            {
-                "status": flt.status.value if flt.status else None,
-                "queue": flt.queue,
-                "tenant_id": flt.tenant_id,
-                "job_type": flt.job_type,
-                "after_id": flt.after_id,
-                "limit": flt.limit,
-                **search,
-            },
-        )
-        jobs = [self._job(r) for r in rows]
-        named = search["search_id"]
-        if named is not None and named <= (search["search_after_id"] or 0):
-            # An id older than the window: looked up by its key, kept if the page holds it.
-            job = await self.get_job(named)
-            if job is not None and named not in {j.id for j in jobs}:
-                jobs = page_with(jobs, job, flt)
-        return jobs
+        return await self._unit(ops.list_jobs, flt)
 
     async def count_scheduled_jobs(self) -> int:
         rows = await self._read("count_scheduled_jobs", {})
@@ -307,24 +277,10 @@ class SqlJobStore(QueriesInScope, SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, Sql
         return int(rows[0][0]) if rows else 0
 
     async def requeue_job(self, job_id: int) -> Job:
-        rows = await self._write("requeue_job", {"id": job_id})
-        if rows:
-            return self._job(rows[0])
-        raise await self._transition_error(job_id, "retry", "dead or cancelled")
+        return await self._unit(ops.requeue_job, job_id)
 
     async def cancel_job(self, job_id: int) -> Job:
-        rows = await self._write("cancel_waiting_job", {"id": job_id})
-        if not rows:
-            rows = await self._write("request_cancel_running_job", {"id": job_id})
-        if rows:
-            return self._job(rows[0])
-        raise await self._transition_error(job_id, "cancel", "queued, retrying or running")
-
-    async def _transition_error(self, job_id: int, verb: str, allowed: str) -> Exception:
-        job = await self.get_job(job_id)
-        if job is None:
-            return JobNotFound(job_id)
-        return InvalidTransition(f"cannot {verb} job {job_id}: it is {job.status}, not {allowed}")
+        return await self._unit(ops.cancel_job, job_id)
 
     async def count_jobs_by_status(self) -> dict[JobStatus, int]:
         rows = await self._read("count_jobs_by_status", {})

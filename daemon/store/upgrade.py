@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from gochatd.store.db import sqlite_transaction
 from gochatd.store.queries import load_migrations, load_queries
 
 #: pg_advisory_xact_lock key shared by every gochatd: one upgrade at a time.
@@ -49,8 +50,7 @@ def upgrade_postgres(conn: psycopg.Connection[Any]) -> list[str]:
 
 def upgrade_sqlite(conn: sqlite3.Connection) -> list[str]:
     applied: list[str] = []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with sqlite_transaction(conn):
         conn.execute(
             "CREATE TABLE IF NOT EXISTS gochatd_schema_migrations ("
             " version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
@@ -69,10 +69,6 @@ def upgrade_sqlite(conn: sqlite3.Connection) -> list[str]:
         if applied and conn.execute(queries["change_tracking_marked"]).fetchone()[0]:
             for statement in split_statements(queries["install_change_tracking"]):
                 conn.execute(statement)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
     return applied
 
 

@@ -9,7 +9,9 @@ SELECT coalesce(max(version), 0) FROM gochatd_schema_migrations
 SELECT to_regclass('gochatd_schema_migrations') IS NOT NULL
 
 -- name: tenants
-SELECT tenant_id FROM background_jobs UNION SELECT tenant_id FROM reply_outbox ORDER BY 1
+SELECT tenant_id FROM background_jobs UNION SELECT tenant_id FROM reply_outbox
+UNION SELECT tenant_id FROM gochatd_job_dependencies UNION SELECT tenant_id FROM gochatd_batches
+ORDER BY 1
 
 -- name: count_tenant_rows
 SELECT count(*) FROM {table} WHERE tenant_id = %(tenant)s
@@ -30,6 +32,12 @@ ORDER BY {key} COLLATE "C" LIMIT %(limit)s
 -- name: upsert
 INSERT INTO {table} ({columns}) VALUES ({placeholders})
 ON CONFLICT ({key}) DO UPDATE SET {assignments}
+
+-- name: migrator_write
+-- First in each of the migrator's write transactions on the destination: the rows it writes
+-- are the source's as they are, so 0019's trigger must not resolve edges over again there
+-- (local to the transaction: every other writer of the destination resolves as always).
+SELECT set_config('gochatd.migrator_write', 'on', true)
 
 -- name: advance_sequence
 -- Past every id in the table and never backwards, so new inserts cannot collide.
@@ -84,9 +92,19 @@ ON CONFLICT (tenant_id) DO UPDATE SET
 RETURNING version
 
 -- name: route_acks
--- Daemons that acknowledged within the liveness window, and the version each has seen.
-SELECT worker_id, version FROM gochatd_route_acks
-WHERE acked_at > now() - make_interval(secs => %(live_s)s::float8)
+-- The live daemons and the route version each has seen: those whose fleet heartbeat
+-- (gochatd_daemons) is within the liveness window, 0 when one has acknowledged nothing yet
+-- (a daemon acknowledges each version it sees, once: migrate/follower.py), and those that
+-- acknowledged within it (a daemon of an older release re-acknowledges every 5 s).
+SELECT worker_id, max(version) FROM (
+    SELECT d.id AS worker_id, coalesce(a.version, 0) AS version
+    FROM gochatd_daemons AS d LEFT JOIN gochatd_route_acks AS a ON a.worker_id = d.id
+    WHERE d.last_heartbeat > now() - make_interval(secs => %(live_s)s::float8)
+    UNION ALL
+    SELECT worker_id, version FROM gochatd_route_acks
+    WHERE acked_at > now() - make_interval(secs => %(live_s)s::float8)
+) AS live
+GROUP BY worker_id
 ORDER BY worker_id
 
 -- name: destination_writes_after
@@ -96,6 +114,10 @@ SELECT
       WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
   + (SELECT count(*) FROM reply_outbox
       WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
+  + (SELECT count(*) FROM gochatd_job_dependencies
+      WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
+  + (SELECT count(*) FROM gochatd_batches
+      WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
   + (SELECT count(*) FROM gochatd_change_tombstones
       WHERE change_seq > %(after)s AND (%(tenant)s::text IS NULL OR tenant_id = %(tenant)s))
   + (SELECT count(*) FROM gochatd_queue_pauses
@@ -103,15 +125,17 @@ SELECT
   + (SELECT count(*) FROM gochatd_periodic_slots
       WHERE change_seq > %(after)s AND %(tenant)s::text IS NULL)
 
--- name: job_id_floor
+-- name: id_floor
 -- Past every id the source has handed out (partial moves: the two databases keep allocating
--- ids, so the destination's are put far above the source's), never backwards.
-SELECT setval('background_jobs_id_seq',
+-- ids, so the destination's are put far above the source's), never backwards. Per tenant
+-- table: jobs, replies, edges and batches all keep their ids when they move.
+SELECT setval(pg_get_serial_sequence('{table}', '{key}'),
               greatest(%(floor)s::bigint,
-                       coalesce(pg_sequence_last_value('background_jobs_id_seq'::regclass), 1)))
+                       coalesce(pg_sequence_last_value(
+                           pg_get_serial_sequence('{table}', '{key}')::regclass), 1)))
 
--- name: last_job_id
-SELECT coalesce(pg_sequence_last_value('background_jobs_id_seq'::regclass), 0)
+-- name: last_id
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('{table}', '{key}')::regclass), 0)
 
 -- Change tracking (migration 0007): catch-up, the safe horizon and live validate.
 -- Fleet-wide tables are walked by change_seq without a tenant; their tombstones have
@@ -188,7 +212,7 @@ COMMIT
 ROLLBACK
 
 -- name: route_guard_installed
-SELECT count(*) >= 4 FROM pg_trigger WHERE tgname = 'gochatd_guard_moved' AND NOT tgisinternal
+SELECT count(*) >= 6 FROM pg_trigger WHERE tgname = 'gochatd_guard_moved' AND NOT tgisinternal
 
 -- name: install_route_guard
 -- The read-only guard of moved tenants (function in 0007), installed once by the first
@@ -198,6 +222,10 @@ SET lock_timeout = '10s';
 CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON background_jobs
     FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
 CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON reply_outbox
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_job_dependencies
+    FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
+CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_batches
     FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('tenant');
 CREATE OR REPLACE TRIGGER gochatd_guard_moved BEFORE INSERT OR UPDATE OR DELETE ON gochatd_queue_pauses
     FOR EACH ROW EXECUTE FUNCTION gochatd_guard_moved('fleet');
@@ -215,15 +243,24 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS background_jobs_changes_idx
 CREATE INDEX CONCURRENTLY IF NOT EXISTS reply_outbox_changes_idx
     ON reply_outbox (tenant_id, change_seq)
 
+-- name: install_change_index_dependencies
+CREATE INDEX CONCURRENTLY IF NOT EXISTS gochatd_job_dependencies_changes_idx
+    ON gochatd_job_dependencies (tenant_id, change_seq)
+
+-- name: install_change_index_batches
+CREATE INDEX CONCURRENTLY IF NOT EXISTS gochatd_batches_changes_idx
+    ON gochatd_batches (tenant_id, change_seq)
+
 
 -- name: change_tracking_marked
 -- The database took part in a move (0010): an upgrade keeps its change tracking.
 SELECT count(*) > 0 FROM gochatd_change_tracking
 
 -- name: change_tracking_installed
-SELECT count(*) >= 4 FROM pg_trigger
+SELECT count(*) >= 6 FROM pg_trigger
 WHERE tgname IN ('background_jobs_track_change', 'reply_outbox_track_change',
-                 'gochatd_queue_pauses_track_change', 'gochatd_periodic_slots_track_change')
+                 'gochatd_queue_pauses_track_change', 'gochatd_periodic_slots_track_change',
+                 'gochatd_job_dependencies_track_change', 'gochatd_batches_track_change')
   AND NOT tgisinternal
 
 -- name: install_change_tracking
@@ -237,6 +274,12 @@ CREATE OR REPLACE TRIGGER background_jobs_track_change
     FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
 CREATE OR REPLACE TRIGGER reply_outbox_track_change
     BEFORE INSERT OR UPDATE OR DELETE ON reply_outbox
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
+CREATE OR REPLACE TRIGGER gochatd_job_dependencies_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON gochatd_job_dependencies
+    FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
+CREATE OR REPLACE TRIGGER gochatd_batches_track_change
+    BEFORE INSERT OR UPDATE OR DELETE ON gochatd_batches
     FOR EACH ROW EXECUTE FUNCTION gochatd_track_change('tenant');
 CREATE OR REPLACE TRIGGER gochatd_queue_pauses_track_change
     BEFORE INSERT OR UPDATE OR DELETE ON gochatd_queue_pauses

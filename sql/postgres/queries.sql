@@ -154,16 +154,36 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 -- level: the priority plus one step per aging_s seconds waited, at most the top level (the
 -- highest priority among them), then by due time and id (docs/priority.md). One priority
 -- (the common case) costs what ORDER BY ... LIMIT did.
-WITH RECURSIVE priorities(p) AS (
+-- due_within_s: only jobs due that recently (the claimer's window since its last pass saw the
+-- head of the queue, store/claim_window.py); NULL: all of them. The last column (after the
+-- job's) says how long that head had waited. A claimed job's old
+-- index entry stays in background_jobs_claimable_idx, ahead of every waiting job, until
+-- vacuum may remove it; while a snapshot held open elsewhere keeps them all, a scan from the
+-- head would visit every one (docs/chaos.md, active_readers). Priority 0 is always probed
+-- (a descent into its due window); other priorities are found by descents that start
+-- beside priority 0's entries, never inside them.
+WITH RECURSIVE above(p) AS (
     (SELECT priority FROM background_jobs
-     WHERE queue = %(queue)s AND status IN ('queued', 'retrying')
+     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND priority > 0
      ORDER BY priority LIMIT 1)
     UNION ALL
     SELECT (SELECT b.priority FROM background_jobs AS b
             WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
-              AND b.priority > priorities.p
+              AND b.priority > above.p
             ORDER BY b.priority LIMIT 1)
-    FROM priorities WHERE priorities.p IS NOT NULL
+    FROM above WHERE above.p IS NOT NULL
+), below(p) AS (
+    (SELECT priority FROM background_jobs
+     WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND priority < 0
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT b.priority FROM background_jobs AS b
+            WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
+              AND b.priority < below.p
+            ORDER BY b.priority DESC LIMIT 1)
+    FROM below WHERE below.p IS NOT NULL
+), priorities(p) AS (
+    SELECT 0 UNION ALL SELECT p FROM above UNION ALL SELECT p FROM below
 ), heads AS MATERIALIZED (
     SELECT h.id, h.priority, h.aged, h.scheduled_at
     FROM priorities CROSS JOIN LATERAL (
@@ -173,6 +193,8 @@ WITH RECURSIVE priorities(p) AS (
         FROM background_jobs AS b
         WHERE b.queue = %(queue)s AND b.status IN ('queued', 'retrying')
           AND b.priority = priorities.p AND b.scheduled_at <= now()
+          AND b.scheduled_at >= coalesce(now() - make_interval(secs => %(due_within_s)s),
+                                         '-infinity')
           AND (%(runnable_any)s::bool OR b.job_type = ANY(%(runnable_types)s::text[])
                OR b.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
           AND (b.dispatched_at IS NOT NULL OR NOT %(dispatched_only)s::bool)
@@ -180,7 +202,7 @@ WITH RECURSIVE priorities(p) AS (
         ORDER BY b.scheduled_at, b.id
         LIMIT %(limit)s
         FOR UPDATE SKIP LOCKED) AS h
-    WHERE priorities.p IS NOT NULL  -- the recursion's last row: no priority, no descent
+    WHERE priorities.p IS NOT NULL  -- the recursions' last rows: no priority, no descent
 ), picked AS (
     SELECT id FROM heads
     ORDER BY least(aged, max(priority) OVER ()) DESC, scheduled_at, id LIMIT %(limit)s
@@ -195,13 +217,17 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
        j.max_attempts, j.scheduled_at, j.created_at, j.updated_at, j.fence,
        j.idempotency_key, j.locked_by, j.locked_at, j.lease_expires_at, j.last_error,
        j.error_class, j.failed_at, j.completed_at, j.dispatched_at, j.traceparent,
-       j.cancel_requested;
+       j.cancel_requested,
+       -- how long the oldest head had waited: every job left waiting is due since then
+       extract(epoch FROM now() - (SELECT min(h.scheduled_at) FROM heads AS h))::float8;
 
 -- name: finish_jobs
 -- Compare-and-set on (id, owner, fence, status = running), row by row; returns the ids
 -- that were applied. A stale owner or fence matches no row and writes nothing, and records
 -- no attempt: the applied rows (the UPDATE's RETURNING) feed the job_attempts INSERT, and
--- a job past %(attempts_kept)s runs loses its oldest one (docs/operations.md).
+-- a job past %(attempts_kept)s runs loses its oldest one (docs/operations.md). A completion
+-- stores the handler's result (JSON text or NULL; docs/results.md) in the same UPDATE: a
+-- stale finish stores none.
 WITH done AS (
     UPDATE background_jobs AS j
     SET status = u.status,
@@ -214,10 +240,12 @@ WITH done AS (
                            THEN u.error_class END,  -- a completion clears the error
         last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
                           THEN u.last_error END,
+        result = CASE WHEN u.status = 'completed' THEN u.result::jsonb END,
         lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
     FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
-                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
-         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
+                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[],
+                %(results)s::text[])
+         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error, result)
     WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
       /* AND scope */
     RETURNING j.id, j.fence, j.locked_at, j.locked_by, j.error_class, j.last_error,
@@ -226,7 +254,8 @@ WITH done AS (
     INSERT INTO job_attempts
         (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
     SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
-    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+    WHERE done.outcome <> 'completed'  -- a completed run is read from the job's row
+      AND NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
                       WHERE o.job_id = done.id AND o.attempt = done.fence)
 ), trimmed AS (
     DELETE FROM job_attempts AS a USING done
@@ -335,21 +364,35 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
   /* AND scope */;
 
 -- name: next_due_in_s
+-- due_within_s: as claim_due_jobs' window (a job due before it is found by the claim's next
+-- full pass); NULL: all of them.
 SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
+  AND scheduled_at >= coalesce(now() - make_interval(secs => %(due_within_s)s), '-infinity')
   AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
        OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+  /* AND scope */;
+
+-- name: next_lease_expiry_in_s
+-- The reaper's next pass (loops/reap.py): seconds (database clock) until the earliest lease
+-- of a running job expires; negative when one already has; NULL when nothing runs.
+SELECT (EXTRACT(EPOCH FROM min(lease_expires_at)) - EXTRACT(EPOCH FROM now()))::float8
+FROM background_jobs
+WHERE status = 'running'
   /* AND scope */;
 
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
 
 -- name: get_job
+-- The one read that carries the result, after the job columns (store/rows.py with_result;
+-- listings leave it out: Job.result is None there).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
-       traceparent, cancel_requested FROM background_jobs WHERE id = %(id)s /* AND scope */;
+       traceparent, cancel_requested, result::text
+FROM background_jobs WHERE id = %(id)s /* AND scope */;
 
 -- name: get_job_states
 -- The finisher, after a write it retried: each job's fence and status for the ids of one
@@ -436,7 +479,7 @@ WHERE status IN ('queued', 'retrying') AND scheduled_at > now()
 
 -- name: requeue_job
 UPDATE background_jobs
-SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = %(id)s AND status IN ('dead', 'cancelled')
   /* AND scope */
@@ -508,7 +551,7 @@ WITH picked AS MATERIALIZED (
     FOR UPDATE SKIP LOCKED
 )
 UPDATE background_jobs AS j
-SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 FROM picked WHERE j.id = picked.id
 RETURNING j.id;
@@ -613,10 +656,12 @@ WITH done AS (
                            THEN u.error_class END,  -- a completion clears the error
         last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
                           THEN u.last_error END,
+        result = CASE WHEN u.status = 'completed' THEN u.result::jsonb END,
         lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = false, updated_at = now()
     FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(fences)s::bigint[], %(statuses)s::text[],
-                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[])
-         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error)
+                %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[],
+                %(results)s::text[])
+         AS u(id, owner, fence, status, delay_s, refund, error_class, last_error, result)
     WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
       /* AND scope */
     RETURNING j.id, j.tenant_id, j.status, j.fence, j.locked_at, j.locked_by, j.error_class,
@@ -625,7 +670,8 @@ WITH done AS (
     INSERT INTO job_attempts
         (job_id, attempt, started_at, finished_at, worker, outcome, error_class, error)
     SELECT id, fence, locked_at, now(), locked_by, outcome, error_class, last_error FROM done
-    WHERE NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
+    WHERE done.outcome <> 'completed'  -- a completed run is read from the job's row
+      AND NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- only a foreign reset of the fence
                       WHERE o.job_id = done.id AND o.attempt = done.fence)
 ), trimmed AS (
     DELETE FROM job_attempts AS a USING done
@@ -1054,8 +1100,19 @@ RETURNING id;
 -- finish_jobs_with_replies and reap_expired_leases write it.
 
 -- name: list_job_attempts
-SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
-FROM job_attempts WHERE job_id = %(id)s ORDER BY attempt DESC LIMIT %(limit)s;
+-- A completed run has no job_attempts row (finish_jobs writes none: the cheap success); it
+-- is the job's own row while the job stays completed: fence, claim time, owner, completion.
+SELECT attempt, started_at, finished_at, worker, outcome, error_class, error FROM (
+    SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
+    FROM job_attempts WHERE job_id = %(id)s
+    UNION ALL
+    SELECT j.fence, j.locked_at, j.completed_at, j.locked_by, 'completed', NULL, NULL
+    FROM background_jobs AS j
+    WHERE j.id = %(id)s AND j.status = 'completed'
+      AND NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- a row written before this change
+                      WHERE o.job_id = j.id AND o.attempt = j.fence)
+) AS runs
+ORDER BY attempt DESC LIMIT %(limit)s;
 
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
 -- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
@@ -1086,11 +1143,12 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
        traceparent, cancel_requested;
 
 -- name: run_job_now
--- An operator's run now: a waiting job not yet due becomes due now (database clock),
+-- An operator's run now: a waiting job not yet due becomes due now (database clock), not a
+-- job held on its dependencies (waits_on > 0, docs/workflows.md);
 -- undispatched, so the scheduler XADDs it or a poller claims it like any due job.
 UPDATE background_jobs
 SET scheduled_at = now(), dispatched_at = NULL, updated_at = now()
-WHERE id = %(id)s AND status IN ('queued', 'retrying') AND scheduled_at > now()
+WHERE id = %(id)s AND status IN ('queued', 'retrying') AND waits_on = 0 AND scheduled_at > now()
   /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
@@ -1116,7 +1174,7 @@ LIMIT %(limit)s;
 -- name: requeue_jobs
 -- Bulk retry: requeue_job for a batch of picked ids.
 UPDATE background_jobs
-SET status = 'queued', attempts = 0, scheduled_at = now(), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = now(), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = false, updated_at = now()
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('dead', 'cancelled')
@@ -1173,7 +1231,107 @@ UPDATE background_jobs
 SET scheduled_at = now(), dispatched_at = NULL, updated_at = now()
 WHERE id = ANY(%(ids)s::bigint[])
   AND status IN ('queued', 'retrying')
-  AND scheduled_at > now()
+  AND waits_on = 0 AND scheduled_at > now()
   AND (%(status)s::text IS NULL OR status = %(status)s)
   /* AND scope */
 RETURNING id;
+
+-- name: lock_queue_rate_window
+-- A rate-limited claim's first statement (worker.queue_rates, docs/rate-limits.md): lock
+-- the queue's window row (created on first use) for the rest of the transaction and say
+-- how many jobs already started in the current window of the database clock, and how many
+-- seconds the window has left. A row whose window is newer than this transaction's now()
+-- (it waited for the lock) counts as full: its claims would land in a past window. A row
+-- of another period (a reload changed the rate) starts a fresh window.
+INSERT INTO queue_rate_windows AS w (queue, period_s, window_start, used)
+VALUES (%(queue)s, %(period_s)s, 0, 0)
+ON CONFLICT (queue) DO UPDATE SET used = w.used
+RETURNING
+    CASE WHEN w.period_s <> %(period_s)s::bigint THEN 0
+         WHEN w.window_start = floor(extract(epoch FROM now()) / %(period_s)s::bigint)::bigint
+                               * %(period_s)s::bigint THEN w.used
+         WHEN w.window_start > extract(epoch FROM now()) THEN %(count)s::bigint
+         ELSE 0 END AS used,
+    ((floor(extract(epoch FROM now()) / %(period_s)s::bigint) + 1) * %(period_s)s::bigint
+     - extract(epoch FROM now()))::float8 AS window_left_s;
+
+-- name: charge_queue_rate_window
+-- A rate-limited claim's last statement: add the jobs it claimed to the window of their
+-- locked_at (a new window starts from them).
+UPDATE queue_rate_windows
+SET used = CASE WHEN period_s = %(period_s)s AND window_start = %(window_start)s
+                THEN used + %(n)s ELSE %(n)s END,
+    period_s = %(period_s)s, window_start = %(window_start)s
+WHERE queue = %(queue)s;
+
+-- Dependent jobs and batches (docs/workflows.md, migration 0019) ---------------------------
+
+-- name: lock_dependencies
+-- enqueue_workflow: the jobs a new job will depend on, locked until its transaction ends
+-- (a dependency that finishes meanwhile waits, then sees has_dependents and resolves it).
+SELECT id, tenant_id, status FROM background_jobs
+WHERE id = ANY(%(ids)s::bigint[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: insert_dependencies
+-- One edge per dependency; an already final one is recorded as resolved.
+INSERT INTO gochatd_job_dependencies
+    (tenant_id, job_id, depends_on_id, run_if_failed, resolved_status)
+SELECT %(tenant_id)s, %(job_id)s, d.id, %(run_if_failed)s, d.status
+FROM unnest(%(ids)s::bigint[], %(statuses)s::text[]) AS d(id, status)
+ON CONFLICT DO NOTHING;
+
+-- name: hold_job
+-- A new job's place in its workflow: the open dependencies it waits on (due 9999-12-31
+-- while any is open), its batch, or cancelled at once when a dependency already failed.
+UPDATE background_jobs
+SET waits_on = %(waits_on)s, batch_id = %(batch_id)s,
+    status = CASE WHEN %(failed)s::text IS NULL THEN status ELSE 'cancelled' END,
+    error_class = CASE WHEN %(failed)s::text IS NULL THEN error_class
+                       ELSE 'dependency_failed' END,
+    last_error = CASE WHEN %(failed)s::text IS NULL THEN last_error ELSE %(failed)s END,
+    updated_at = now()
+WHERE id = %(id)s
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: mark_has_dependents
+UPDATE background_jobs SET has_dependents = true
+WHERE id = ANY(%(ids)s::bigint[]) AND NOT has_dependents;
+
+-- name: insert_batch
+INSERT INTO gochatd_batches (tenant_id, size) VALUES (%(tenant_id)s, %(size)s)
+RETURNING id;
+
+-- name: set_batch_callbacks
+UPDATE gochatd_batches SET on_success_id = %(on_success_id)s, on_complete_id = %(on_complete_id)s
+WHERE id = %(id)s;
+
+-- name: get_job_links
+-- A job's place in a workflow: how many dependencies it still waits on, the batch it is a
+-- member of, and the batch it is a callback of (a callback carries no batch_id).
+SELECT j.waits_on, j.batch_id,
+       (SELECT min(b.id) FROM gochatd_batches AS b
+        WHERE b.on_success_id = j.id OR b.on_complete_id = j.id)
+FROM background_jobs AS j WHERE j.id = %(id)s;
+
+-- name: list_dependencies
+-- A job's dependencies in id order, each with its status now and its result (JSON text);
+-- a pruned dependency has no row but keeps the status its edge recorded; results only when
+-- asked (a callback may wait on 1,000 members).
+SELECT d.depends_on_id, coalesce(j.status, d.resolved_status, 'cancelled'), d.run_if_failed,
+       d.resolved_status, CASE WHEN %(with_results)s THEN j.result::text END
+FROM gochatd_job_dependencies AS d
+LEFT JOIN background_jobs AS j ON j.id = d.depends_on_id
+WHERE d.job_id = %(id)s
+ORDER BY d.depends_on_id;
+
+-- name: get_batch
+SELECT id, tenant_id, size, on_success_id, on_complete_id, created_at
+FROM gochatd_batches WHERE id = %(id)s;
+
+-- name: count_batch_members
+SELECT status, count(*) FROM background_jobs WHERE batch_id = %(id)s GROUP BY status;

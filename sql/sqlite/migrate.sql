@@ -9,7 +9,9 @@ SELECT coalesce(max(version), 0) FROM gochatd_schema_migrations
 SELECT count(*) > 0 FROM sqlite_master WHERE name = 'gochatd_schema_migrations'
 
 -- name: tenants
-SELECT tenant_id FROM background_jobs UNION SELECT tenant_id FROM reply_outbox ORDER BY 1
+SELECT tenant_id FROM background_jobs UNION SELECT tenant_id FROM reply_outbox
+UNION SELECT tenant_id FROM gochatd_job_dependencies UNION SELECT tenant_id FROM gochatd_batches
+ORDER BY 1
 
 -- name: count_tenant_rows
 SELECT count(*) FROM {table} WHERE tenant_id = :tenant
@@ -30,6 +32,19 @@ ORDER BY {key} LIMIT :limit
 -- name: upsert
 INSERT INTO {table} ({columns}) VALUES ({placeholders})
 ON CONFLICT ({key}) DO UPDATE SET {assignments}
+
+-- name: migrator_write
+-- First in each of the migrator's write transactions on the destination: the rows it writes
+-- are the source's as they are, so 0019's trigger must not resolve edges over again there.
+-- The row never commits (migrator_write_end deletes it; a crash rolls it back), and writers
+-- are serialised, so no other writer ever sees it.
+INSERT OR IGNORE INTO gochatd_migrator_writes (id) VALUES (1)
+
+-- name: migrator_write_end
+DELETE FROM gochatd_migrator_writes
+
+-- name: has_migrator_writes
+SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'gochatd_migrator_writes'
 
 -- name: advance_sequence
 -- AUTOINCREMENT keeps its high-water mark in sqlite_sequence; an explicit id normally moves
@@ -88,8 +103,15 @@ ON CONFLICT (tenant_id) DO UPDATE SET
 RETURNING version
 
 -- name: route_acks
-SELECT worker_id, version FROM gochatd_route_acks
-WHERE acked_at > ((julianday('now') - 2440587.5) * 86400.0) - :live_s
+SELECT worker_id, max(version) FROM (
+    SELECT d.id AS worker_id, coalesce(a.version, 0) AS version
+    FROM gochatd_daemons AS d LEFT JOIN gochatd_route_acks AS a ON a.worker_id = d.id
+    WHERE d.last_heartbeat > ((julianday('now') - 2440587.5) * 86400.0) - :live_s
+    UNION ALL
+    SELECT worker_id, version FROM gochatd_route_acks
+    WHERE acked_at > ((julianday('now') - 2440587.5) * 86400.0) - :live_s
+) AS live
+GROUP BY worker_id
 ORDER BY worker_id
 
 -- name: destination_writes_after
@@ -98,22 +120,26 @@ SELECT
       WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
   + (SELECT count(*) FROM reply_outbox
       WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
+  + (SELECT count(*) FROM gochatd_job_dependencies
+      WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
+  + (SELECT count(*) FROM gochatd_batches
+      WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
   + (SELECT count(*) FROM gochatd_change_tombstones
       WHERE change_seq > :after AND (:tenant IS NULL OR tenant_id = :tenant))
   + (SELECT count(*) FROM gochatd_queue_pauses WHERE change_seq > :after AND :tenant IS NULL)
   + (SELECT count(*) FROM gochatd_periodic_slots WHERE change_seq > :after AND :tenant IS NULL)
 
--- name: job_id_floor
+-- name: id_floor
 -- As sql/postgres/migrate.sql: AUTOINCREMENT's counter lives in sqlite_sequence.
 INSERT INTO sqlite_sequence (name, seq)
-SELECT 'background_jobs', :floor
-WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = 'background_jobs')
+SELECT '{table}', :floor
+WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '{table}')
 
--- name: job_id_floor_existing
-UPDATE sqlite_sequence SET seq = max(seq, :floor) WHERE name = 'background_jobs'
+-- name: id_floor_existing
+UPDATE sqlite_sequence SET seq = max(seq, :floor) WHERE name = '{table}'
 
--- name: last_job_id
-SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'background_jobs'), 0)
+-- name: last_id
+SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = '{table}'), 0)
 
 -- Change tracking (migration 0007): catch-up and live validate. Writers are serialised, so
 -- the committed counter is the safe horizon. Tenant tables have integer keys, fleet-wide
@@ -183,7 +209,7 @@ ROLLBACK
 
 -- name: route_guard_installed
 -- The read-only guard of moved tenants: three triggers per table (see install_route_guard).
-SELECT count(*) >= 12 FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%readonly%'
+SELECT count(*) >= 18 FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%readonly%'
 
 -- name: install_route_guard
 -- Installed by the first `migrate start` (a subquery per row is a cost only a move needs):
@@ -214,6 +240,36 @@ BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
 END;
 CREATE TRIGGER IF NOT EXISTS reply_outbox_readonly_delete BEFORE DELETE ON reply_outbox
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_readonly_insert BEFORE INSERT ON gochatd_job_dependencies
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_readonly_update BEFORE UPDATE ON gochatd_job_dependencies
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_readonly_delete BEFORE DELETE ON gochatd_job_dependencies
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_readonly_insert BEFORE INSERT ON gochatd_batches
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_readonly_update BEFORE UPDATE ON gochatd_batches
+WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = NEW.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
+BEGIN
+    SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_readonly_delete BEFORE DELETE ON gochatd_batches
 WHEN (SELECT r.state FROM gochatd_routes AS r WHERE r.tenant_id = OLD.tenant_id OR r.tenant_id = '*' ORDER BY r.tenant_id = '*' LIMIT 1) IN ('frozen', 'destination')
 BEGIN
     SELECT RAISE(ABORT, 'gochatd: this tenant''s rows were moved to another database; this copy is read-only');
@@ -252,7 +308,10 @@ END;
 -- name: install_change_indexes
 -- Catch-up reads one tenant's changes above a watermark.
 CREATE INDEX IF NOT EXISTS background_jobs_changes_idx ON background_jobs (tenant_id, change_seq);
-CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq)
+CREATE INDEX IF NOT EXISTS reply_outbox_changes_idx ON reply_outbox (tenant_id, change_seq);
+CREATE INDEX IF NOT EXISTS gochatd_job_dependencies_changes_idx
+    ON gochatd_job_dependencies (tenant_id, change_seq);
+CREATE INDEX IF NOT EXISTS gochatd_batches_changes_idx ON gochatd_batches (tenant_id, change_seq)
 
 -- name: change_tracking_marked
 -- The database took part in a move (0010): an upgrade keeps its change tracking.
@@ -260,7 +319,7 @@ SELECT count(*) > 0 FROM gochatd_change_tracking
 
 -- name: change_tracking_installed
 -- Five triggers per table (see install_change_tracking); the mark is written last.
-SELECT count(*) >= 20 FROM sqlite_master WHERE type = 'trigger' AND name GLOB '*_change_*'
+SELECT count(*) >= 30 FROM sqlite_master WHERE type = 'trigger' AND name GLOB '*_change_*'
 
 -- name: install_change_tracking
 -- Change tracking (0007; off until a move, 0010), installed by the first `migrate start` in
@@ -328,6 +387,70 @@ BEGIN
     UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
     INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
     VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'reply_outbox', OLD.tenant_id,
+            CAST(OLD.id AS TEXT));
+END;
+-- gochatd_job_dependencies
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_change_insert AFTER INSERT ON gochatd_job_dependencies
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_job_dependencies SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_change_update AFTER UPDATE ON gochatd_job_dependencies
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_job_dependencies SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_change_numbered_insert AFTER INSERT ON gochatd_job_dependencies
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_change_numbered_update AFTER UPDATE ON gochatd_job_dependencies
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_job_dependencies_change_delete AFTER DELETE ON gochatd_job_dependencies
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'gochatd_job_dependencies', OLD.tenant_id,
+            CAST(OLD.id AS TEXT));
+END;
+-- gochatd_batches
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_change_insert AFTER INSERT ON gochatd_batches
+WHEN NEW.change_seq = 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_batches SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_change_update AFTER UPDATE ON gochatd_batches
+WHEN NEW.change_seq IS OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    UPDATE gochatd_batches SET change_seq = (SELECT value FROM gochatd_change_counter WHERE id = 1)
+    WHERE id = NEW.id;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_change_numbered_insert AFTER INSERT ON gochatd_batches
+WHEN NEW.change_seq <> 0
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_change_numbered_update AFTER UPDATE ON gochatd_batches
+WHEN NEW.change_seq IS NOT OLD.change_seq
+BEGIN
+    UPDATE gochatd_change_counter SET value = max(value, NEW.change_seq) WHERE id = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS gochatd_batches_change_delete AFTER DELETE ON gochatd_batches
+BEGIN
+    UPDATE gochatd_change_counter SET value = value + 1 WHERE id = 1;
+    INSERT INTO gochatd_change_tombstones (change_seq, table_name, tenant_id, row_key)
+    VALUES ((SELECT value FROM gochatd_change_counter WHERE id = 1), 'gochatd_batches', OLD.tenant_id,
             CAST(OLD.id AS TEXT));
 END;
 -- gochatd_queue_pauses

@@ -177,12 +177,14 @@ SET status = u.status,
                        THEN u.error_class END,  -- a completion clears the error
     last_error = CASE WHEN u.status IN ('retrying', 'dead', 'cancelled')
                       THEN u.last_error END,
+    result = CASE WHEN u.status = 'completed' THEN u.result END,  -- JSON text (docs/results.md)
     lease_expires_at = NULL, dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS owner,
              json_extract(value, '$[2]') AS fence, json_extract(value, '$[3]') AS status,
              CAST(json_extract(value, '$[4]') AS REAL) AS delay_s,
              json_extract(value, '$[5]') AS refund,
-             json_extract(value, '$[6]') AS error_class, json_extract(value, '$[7]') AS last_error
+             json_extract(value, '$[6]') AS error_class, json_extract(value, '$[7]') AS last_error,
+             json_extract(value, '$[8]') AS result
       FROM json_each(:batch)) AS u
 -- "+status": keep the planner off the status index, so it walks the batch and looks each
 -- row up by id (via the status index it would scan every running row once per batch item).
@@ -269,14 +271,23 @@ WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each
                   WHERE substr(job_type, 1, length(tp.value)) = tp.value))
   /* AND scope */;
 
+-- name: next_lease_expiry_in_s
+SELECT min(lease_expires_at) - ((julianday('now') - 2440587.5) * 86400.0)
+FROM background_jobs
+WHERE status = 'running'
+  /* AND scope */;
+
 -- name: newest_job_id
 SELECT coalesce(max(id), 0) FROM background_jobs;
 
 -- name: get_job
+-- The one read that carries the result, after the job columns (store/rows.py with_result;
+-- listings leave it out: Job.result is None there).
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
-       traceparent, cancel_requested FROM background_jobs WHERE id = :id /* AND scope */;
+       traceparent, cancel_requested, result
+FROM background_jobs WHERE id = :id /* AND scope */;
 
 -- name: get_job_states
 -- The finisher, after a write it retried: each job's fence and status for the ids of one
@@ -364,7 +375,7 @@ WHERE status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2
 
 -- name: requeue_job
 UPDATE background_jobs
-SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id = :id AND status IN ('dead', 'cancelled')
   /* AND scope */
@@ -424,7 +435,7 @@ GROUP BY queue;
 
 -- name: requeue_dead_jobs
 UPDATE background_jobs
-SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (
     SELECT id FROM background_jobs
@@ -876,8 +887,18 @@ WHERE job_id IN (SELECT json_extract(value, '$[0]') FROM json_each(:attempts))
                   WHERE j.id = job_attempts.job_id) - :attempts_kept;
 
 -- name: list_job_attempts
-SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
-FROM job_attempts WHERE job_id = :id ORDER BY attempt DESC LIMIT :limit;
+-- A completed run has no job_attempts row; it is the job's own row (see PostgreSQL's).
+SELECT attempt, started_at, finished_at, worker, outcome, error_class, error FROM (
+    SELECT attempt, started_at, finished_at, worker, outcome, error_class, error
+    FROM job_attempts WHERE job_id = :id
+    UNION ALL
+    SELECT j.fence, j.locked_at, j.completed_at, j.locked_by, 'completed', NULL, NULL
+    FROM background_jobs AS j
+    WHERE j.id = :id AND j.status = 'completed'
+      AND NOT EXISTS (SELECT 1 FROM job_attempts AS o  -- a row written before this change
+                      WHERE o.job_id = j.id AND o.attempt = j.fence)
+)
+ORDER BY attempt DESC LIMIT :limit;
 
 -- Job controls (store/controls.py; docs/operations.md, "Job controls"): an operator's
 -- delete, discard and run now, one job or a bulk batch. Each write is guarded by the
@@ -908,11 +929,12 @@ RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, m
        traceparent, cancel_requested;
 
 -- name: run_job_now
--- An operator's run now: a waiting job not yet due becomes due now (database clock),
+-- An operator's run now: a waiting job not yet due becomes due now (database clock), not a
+-- job held on its dependencies (waits_on > 0, docs/workflows.md);
 -- undispatched, so the scheduler XADDs it or a poller claims it like any due job.
 UPDATE background_jobs
 SET scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
-WHERE id = :id AND status IN ('queued', 'retrying') AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id AND status IN ('queued', 'retrying') AND waits_on = 0 AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   /* AND scope */
 RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
@@ -938,7 +960,7 @@ LIMIT :limit;
 -- name: requeue_jobs
 -- Bulk retry: requeue_job for a batch of picked ids.
 UPDATE background_jobs
-SET status = 'queued', attempts = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
+SET status = 'queued', attempts = 0, waits_on = 0, scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), failed_at = NULL,
     dispatched_at = NULL, cancel_requested = 0, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('dead', 'cancelled')
@@ -995,7 +1017,94 @@ UPDATE background_jobs
 SET scheduled_at = ((julianday('now') - 2440587.5) * 86400.0), dispatched_at = NULL, updated_at = ((julianday('now') - 2440587.5) * 86400.0)
 WHERE id IN (SELECT value FROM json_each(:ids))
   AND status IN ('queued', 'retrying')
-  AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
+  AND waits_on = 0 AND scheduled_at > ((julianday('now') - 2440587.5) * 86400.0)
   AND (:status IS NULL OR status = :status)
   /* AND scope */
 RETURNING id;
+
+-- name: lock_queue_rate_window
+-- A rate-limited claim's first statement (worker.queue_rates, docs/rate-limits.md), inside
+-- BEGIN IMMEDIATE (which serialises claimers): the queue's window row (created on first
+-- use), how many jobs already started in the current window of the database clock, and how
+-- many seconds the window has left. A row of another period (a reload changed the rate)
+-- starts a fresh window.
+INSERT INTO queue_rate_windows (queue, period_s, window_start, used)
+VALUES (:queue, :period_s, 0, 0)
+ON CONFLICT (queue) DO UPDATE SET used = queue_rate_windows.used
+RETURNING
+    CASE WHEN period_s <> :period_s THEN 0
+         WHEN window_start = CAST(((julianday('now') - 2440587.5) * 86400.0) / :period_s AS INTEGER) * :period_s
+         THEN used
+         WHEN window_start > ((julianday('now') - 2440587.5) * 86400.0) THEN :count
+         ELSE 0 END AS used,
+    (CAST(((julianday('now') - 2440587.5) * 86400.0) / :period_s AS INTEGER) + 1) * :period_s
+    - ((julianday('now') - 2440587.5) * 86400.0) AS window_left_s;
+
+-- name: charge_queue_rate_window
+-- A rate-limited claim's last statement: add the jobs it claimed to the window of their
+-- locked_at (a new window starts from them).
+UPDATE queue_rate_windows
+SET used = CASE WHEN period_s = :period_s AND window_start = :window_start
+                THEN used + :n ELSE :n END,
+    period_s = :period_s, window_start = :window_start
+WHERE queue = :queue;
+
+-- Dependent jobs and batches (docs/workflows.md, migration 0019) ---------------------------
+
+-- name: lock_dependencies
+-- enqueue_workflow: the jobs a new job will depend on (BEGIN IMMEDIATE holds the lock).
+SELECT id, tenant_id, status FROM background_jobs
+WHERE id IN (SELECT value FROM json_each(:ids))
+ORDER BY id;
+
+-- name: insert_dependencies
+INSERT OR IGNORE INTO gochatd_job_dependencies
+    (tenant_id, job_id, depends_on_id, run_if_failed, resolved_status)
+SELECT :tenant_id, :job_id, json_extract(d.value, '$[0]'), :run_if_failed, json_extract(d.value, '$[1]')
+FROM json_each(:edges) AS d;
+
+-- name: hold_job
+UPDATE background_jobs
+SET waits_on = :waits_on, batch_id = :batch_id,
+    status = CASE WHEN :failed IS NULL THEN status ELSE 'cancelled' END,
+    error_class = CASE WHEN :failed IS NULL THEN error_class ELSE 'dependency_failed' END,
+    last_error = CASE WHEN :failed IS NULL THEN last_error ELSE :failed END,
+    updated_at = ((julianday('now') - 2440587.5) * 86400.0)
+WHERE id = :id
+RETURNING id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
+       scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
+       lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
+       traceparent, cancel_requested;
+
+-- name: mark_has_dependents
+UPDATE background_jobs SET has_dependents = 1
+WHERE id IN (SELECT value FROM json_each(:ids)) AND NOT has_dependents;
+
+-- name: insert_batch
+INSERT INTO gochatd_batches (tenant_id, size) VALUES (:tenant_id, :size)
+RETURNING id;
+
+-- name: set_batch_callbacks
+UPDATE gochatd_batches SET on_success_id = :on_success_id, on_complete_id = :on_complete_id
+WHERE id = :id;
+
+-- name: get_job_links
+SELECT j.waits_on, j.batch_id,
+       (SELECT min(b.id) FROM gochatd_batches AS b
+        WHERE b.on_success_id = j.id OR b.on_complete_id = j.id)
+FROM background_jobs AS j WHERE j.id = :id;
+
+-- name: list_dependencies
+SELECT d.depends_on_id, coalesce(j.status, d.resolved_status, 'cancelled'), d.run_if_failed,
+       d.resolved_status, CASE WHEN :with_results THEN j.result END
+FROM gochatd_job_dependencies AS d
+LEFT JOIN background_jobs AS j ON j.id = d.depends_on_id
+WHERE d.job_id = :id
+ORDER BY d.depends_on_id;
+
+-- name: get_batch
+SELECT id, tenant_id, size, on_success_id, on_complete_id, created_at
+FROM gochatd_batches WHERE id = :id;
+
+-- name: count_batch_members
+SELECT status, count(*) FROM background_jobs WHERE batch_id = :id GROUP BY status;

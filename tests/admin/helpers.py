@@ -17,9 +17,9 @@ import httpx
 import trio
 import yaml
 
-from gochatd.config import FIELDS, Settings
-from gochatd.registry import Registry
-from gochatd.service import Worker
+from gochatd.config.settings import FIELDS, Settings
+from gochatd.worker.registry import Registry
+from gochatd.worker.service import Worker
 from tests.integration.helpers import WorkerRun, make_registry, started_worker
 from tests.support.daemon_process import DaemonProcess
 from tests.support.harness import make_settings

@@ -105,6 +105,14 @@ WRONG_METHODS = [
 ]
 #: Requests sent as raw bytes by ``_raw_cases``.
 RAW_CASES = 6
+#: Query parameters the route does not declare (a typo, a fuzzer's extra): a 400, never
+#: silently ignored; ``wait_s`` typed wrong must not turn a long-poll into an instant answer.
+UNKNOWN_QUERY: list[tuple[str, str, dict[str, str]]] = [
+    ("GET", "/v1/jobs/1", {"wiat_s": "5"}), ("GET", "/v1/jobs/1", {"wait_s": "0", "x": ""}),
+    ("GET", "/v1/jobs", {"stauts": "dead"}), ("GET", "/v1/jobs", {"\U0001d413he": "m"}),
+    ("GET", "/v1/status", {"verbose": "1"}), ("POST", "/v1/drain", {"exit": "false", "now": "1"}),
+    ("GET", "/v1/stats/throughput", {"minute": "5"}), ("GET", "/v1/periodic", {"n": "3"}),
+]
 UNKNOWN_PATHS = ["/v1/nope", "/v2/status", "/v1/jobs/1/delete", "/v1/queues/default",
                  "/admin", "/v1/jobs/1/retry/now", "/.env", "/v1/../../etc/passwd"]
 
@@ -148,6 +156,8 @@ def table(admin: Admin) -> list[Bad]:
         cases.append(Bad(method, path, 405, code="method_not_allowed"))
     for path in UNKNOWN_PATHS:
         cases.append(Bad("GET", path, 404))
+    for method, path, params in UNKNOWN_QUERY:
+        cases.append(Bad(method, path, 400, params=params, code="bad_request"))
     return cases
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import trio
 
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.admin.helpers import (
     Admin,
     Stack,

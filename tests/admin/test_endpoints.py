@@ -12,10 +12,11 @@ import trio
 
 import gochatd
 from gochatd.admin.app import create_app
+from gochatd.config.rates import QueueRate
 from gochatd.context import JobContext
 from gochatd.errors import NonRetryable, StoreUnavailable
 from gochatd.model import Finish, Outcome
-from gochatd.registry import Handler, HandlerSpec
+from gochatd.worker.registry import Handler, HandlerSpec
 from tests.admin.helpers import (
     PARKED,
     Admin,
@@ -35,7 +36,7 @@ JOB_FIELDS = {
     "id", "tenant_id", "job_type", "queue", "payload", "status", "priority", "attempts",
     "max_attempts", "scheduled_at", "created_at", "updated_at", "fence", "idempotency_key",
     "locked_by", "locked_at", "lease_expires_at", "last_error", "error_class", "failed_at",
-    "completed_at", "dispatched_at", "traceparent", "cancel_requested",
+    "completed_at", "dispatched_at", "traceparent", "cancel_requested", "result",
 }
 
 
@@ -95,9 +96,10 @@ async def test_probes_status_and_openapi(stack: Stack) -> None:
         documented = {(path, method) for path, ops in doc["paths"].items() for method in ops}
         assert served == documented
         # 24 admin operations (4 of them job controls, 1 whether a token is required), 3 of
-        # the outbox, 2 of the gateway, GET /v1/tenants, GET /v1/periodic and the fleet
-        # dashboard's 6 (throughput, fleet, its 3 requests, job counts).
-        assert len(documented) == 37
+        # the outbox, 4 of the gateway (jobs, jobs:batch, chains, batches), GET /v1/tenants,
+        # GET /v1/periodic and the fleet dashboard's 6 (throughput, fleet, its 3 requests, job
+        # counts), GET /v1/batches/{id}.
+        assert len(documented) == 40
         assert doc["paths"]["/v1/jobs:batch"]["post"]["security"] == [{"tenantKey": []}]
         # Without a token (loopback only) no operation asks for one.
         assert doc["security"] == []
@@ -138,7 +140,7 @@ async def test_readyz_says_why_while_the_store_refuses_writes(stack: Stack) -> N
     async with admin_worker(stack) as admin:
         assert (await admin.get("/readyz"))["status"] == "ready"
         admin.worker.counters.transient_error(
-            "finish", StoreUnavailable("postgres unavailable: DiskFull"))
+            "finish_failed", StoreUnavailable("postgres unavailable: DiskFull"))
         failing = await admin.http.get("/readyz")
         assert failing.status_code == 503
         assert failing.json() == {
@@ -153,7 +155,8 @@ async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
     tracker = Tracker()
     registry = make_registry(HandlerSpec("test:block", tracker.blocking()))
     async with admin_worker(stack, registry=registry, worker_queues={"default": 3, "high": 5},
-                            worker_queue_limits={"default": 4}) as admin:
+                            worker_queue_limits={"default": 4},
+                            worker_queue_rates={"high": QueueRate(10, 1)}) as admin:
         client, store = admin.worker.client, admin.worker.store
         # PARKED is claimed by nobody but "other-worker", a second holder of the same store.
         retrying = await client.enqueue("sys:noop", {}, queue=PARKED, priority=10)
@@ -185,16 +188,16 @@ async def test_queue_counts_agree_with_what_was_enqueued(stack: Stack) -> None:
         # Each job counted once: the retrying job (not yet due) is under retrying, not delayed.
         assert parked == {"queue": PARKED, "queued": 4, "delayed": 2, "running": 1,
                           "retrying": 1, "dead": 0, "paused": False, "weight": 0,
-                          "max_running": None}
+                          "max_running": None, "rate": None}
         assert queues.pop("default") == {
             "queue": "default", "queued": 0, "delayed": 0, "running": 2, "retrying": 0,
             "dead": 2, "oldest_due_age_s": None, "paused": False, "weight": 3,
-            "max_running": 4,
+            "max_running": 4, "rate": None,
         }
         assert queues.pop("high") == {
             "queue": "high", "queued": 0, "delayed": 0, "running": 0, "retrying": 0,
             "dead": 0, "oldest_due_age_s": None, "paused": False, "weight": 5,
-            "max_running": None,
+            "max_running": None, "rate": "10/s",  # worker.queue_rates as written
         }
         assert queues == {}
         assert (await admin.status())["in_flight"] == 2
@@ -298,7 +301,9 @@ async def test_job_record_retry_and_cancel(stack: Stack) -> None:
         # dead -> record -> retry -> queued -> completes
         failing = await client.enqueue("test:flaky", {"secret": SECRET})
         dead = await admin.wait_job(failing.id, "dead")
-        assert set(dead) == JOB_FIELDS | {"attempt_history"}
+        # The operator's answer adds the job's runs and its place in a workflow.
+        assert set(dead) == JOB_FIELDS | {"attempt_history", "waits_on", "batch_id",
+                                          "callback_of", "depends_on"}
         assert (dead["attempts"], dead["fence"]) == (1, 1)
         assert dead["locked_by"] == admin.worker.worker_id
         assert dead["error_class"] == "non_retryable"

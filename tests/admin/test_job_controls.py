@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import trio
 
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.admin.helpers import PARKED, Stack, admin_worker, assert_json_error
 from tests.integration.helpers import Tracker, make_registry, wait_for
 

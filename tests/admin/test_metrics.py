@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.admin.helpers import PARKED, Stack, admin_worker
 from tests.integration.helpers import Tracker, make_registry, wait_for
 

@@ -8,7 +8,7 @@ import httpx
 import pytest
 import trio
 
-from gochatd.service import ADMIN_GRACE_S
+from gochatd.worker.service import ADMIN_GRACE_S
 from tests.admin.helpers import Stack, admin_worker
 
 

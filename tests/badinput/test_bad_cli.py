@@ -10,7 +10,7 @@ they must succeed and match nothing.
 process can receive a NUL byte in argv; the last test shows both halves of that.
 
 The processes run in parallel, started by one fixture for the whole module. Inputs that
-argparse itself refuses run mostly through ``gochatd.cli.main`` in this process instead
+argparse itself refuses run mostly through ``gochatd.cli.program.main`` in this process instead
 (the same code without 0.3 s of interpreter start each; see IN_PROCESS).
 """
 
@@ -29,8 +29,8 @@ import psycopg
 import pytest
 import trio
 
-from gochatd.cli import UsageError, build_parser, main
-from gochatd.client import Client, validate_enqueue
+from gochatd.cli.program import UsageError, build_parser, main
+from gochatd.client.client import Client, validate_enqueue
 from gochatd.errors import InvalidJob
 from gochatd.store.queries import load_migrations
 from tests.badinput.support import (
@@ -176,6 +176,31 @@ CASES: list[CliCase] = [
             name="unique-key-invalid-utf8"),
     enqueue("sys:noop", "--traceparent", "00-" + "A" * 32 + "-" + "b" * 16 + "-01",
             expect="traceparent", name="traceparent-upper-case"),
+    # dependencies (docs/workflows.md); the canary is job 1, of tenant "default"
+    enqueue("sys:noop", "--depends-on", "abc", expect="--depends-on", name="depends-on-word"),
+    enqueue("sys:noop", "--depends-on", "", expect="--depends-on", name="depends-on-empty"),
+    enqueue("sys:noop", "--depends-on", "0", expect="--depends-on", name="depends-on-zero"),
+    enqueue("sys:noop", "--depends-on", "1,,2", expect="--depends-on",
+            name="depends-on-empty-item"),
+    enqueue("sys:noop", "--depends-on", "1;2", expect="--depends-on", name="depends-on-semicolon"),
+    enqueue("sys:noop", "--depends-on", "9223372036854775808", expect="--depends-on",
+            name="depends-on-beyond-bigint"),
+    enqueue("sys:noop", "--depends-on", ",".join(map(str, range(1, 1002))), expect="at most 1000",
+            name="depends-on-1001-ids"),
+    enqueue("sys:noop", "--run-if-failed", expect="--run-if-failed: only with --depends-on",
+            name="run-if-failed-alone"),
+    enqueue("sys:noop", "--run-if-failed=yes", expect="--run-if-failed",
+            name="run-if-failed-with-value"),
+    enqueue("sys:noop", "--depends-on", "1", "--delay", "5", expect="delay_s",
+            name="depends-on-with-delay"),
+    enqueue("sys:noop", "--depends-on", "1", "--at", "2030-01-01T00:00:00Z",
+            expect="scheduled_at", name="depends-on-with-at"),
+    enqueue("sys:noop", "--depends-on", "1", "--unique-for", "60", expect="unique",
+            name="depends-on-unique"),
+    enqueue("sys:noop", "--depends-on", "424242", expect="--depends-on: job 424242 not found",
+            name="depends-on-missing"),
+    enqueue("sys:noop", "--depends-on", "1", "--tenant", "other",
+            expect="--depends-on: job 1 not found", name="depends-on-other-tenants-job"),
     enqueue("sys:noop", "--t", "x", expect="ambiguous", name="flag-ambiguous-abbreviation"),
     enqueue("sys:noop", "--payloads", "{}", expect="--payloads", name="flag-typo"),
     enqueue("sys:noop", "--database-url", "sqlite:///", expect="database_url", name="database-url-no-path"),
@@ -243,7 +268,7 @@ CASES: list[CliCase] = [
     migrate("cutover", "--to", DST, expect="required", name="migrate-cutover-without-scope"),
     migrate("rollback", "--to", DST, "--tenants", "nosuch", expect="unknown tenant",
             name="migrate-rollback-unknown-tenant"),
-    migrate("cutover", "--to", DST, "--tenants", "default", expect="no migration started",
+    migrate("cutover", "--to", DST, "--tenants", "default", expect="no move started",
             name="migrate-cutover-not-started"),
     migrate("rollback", "--to", DST, "--tenants", "default", expect="nothing to roll back",
             name="migrate-rollback-not-cut-over"),
@@ -314,6 +339,13 @@ CASES: list[CliCase] = [
             name="payload-number"),
     # jobs show/retry/cancel/prune
     CliCase("show-missing", ["jobs", "show", "424242"], "job 424242 not found"),
+    CliCase("batches-alone", ["batches"], "required"),
+    CliCase("batches-show-without-id", ["batches", "show"], "required"),
+    CliCase("batches-show-word", ["batches", "show", "first"], "batch id"),
+    CliCase("batches-show-zero", ["batches", "show", "0"], "batch id"),
+    CliCase("batches-show-beyond-bigint", ["batches", "show", "9223372036854775808"], "batch id"),
+    CliCase("batches-show-missing", ["batches", "show", "424242"], "batch 424242 not found"),
+    CliCase("batches-unknown-command", ["batches", "list"], "invalid choice"),
     CliCase("cancel-missing", ["jobs", "cancel", "424242"], "not found"),
     CliCase("retry-missing", ["jobs", "retry", "424242"], "not found"),
     CliCase("cancel-beyond-bigint", ["jobs", "cancel", "9" * 20], "job id"),
@@ -371,9 +403,9 @@ CASES: list[CliCase] = [
             name="migrate-run-all-and-tenants"),
     migrate("validate", "--to", DST, "--all", expect="nothing was copied",
             name="migrate-validate-before-copy"),
-    migrate("catch-up", "--to", DST, "--all", expect="migrate copy` first",
+    migrate("catch-up", "--to", DST, "--all", expect="move copy` first",
             name="migrate-catch-up-before-start"),
-    migrate("copy", "--to", DST, "--all", expect="--migrate-destination",
+    migrate("copy", "--to", DST, "--all", expect="--upgrade-destination",
             name="migrate-copy-destination-without-schema"),
     # db upgrade
     CliCase("db-upgrade-extra", ["db", "upgrade", "now"], "unrecognized"),
@@ -422,6 +454,8 @@ ON_POSTGRES = {
     "list-type-sql-injection", "list-tenant-drop-table", "list-tenant-unicode",
     "outbox-retry-missing", "outbox-list-channel-injection", "list-tenant-invalid-utf8",
     "list-queue-with-space", "show-missing", "cancel-missing", "outbox-show-missing",
+    "depends-on-missing", "depends-on-other-tenants-job", "depends-on-with-delay",
+    "batches-show-missing",
 }
 ALL_CASES = CASES + [replace(c, backend="postgres") for c in CASES if c.name in ON_POSTGRES]
 
@@ -438,7 +472,7 @@ def _refused_by_the_parser(case: CliCase) -> bool:
     return False
 
 
-#: Refused by argparse already: run through ``gochatd.cli.main`` in this process (the same
+#: Refused by argparse already: run through ``gochatd.cli.program.main`` in this process (the same
 #: code, without 0.3 s of interpreter start each); every fourth of them as a process too.
 _PARSER_LEVEL = [c.id for c in ALL_CASES if _refused_by_the_parser(c)]
 IN_PROCESS = set(_PARSER_LEVEL) - set(_PARSER_LEVEL[::4])

@@ -1,9 +1,9 @@
-"""Bad configuration: every key of ``daemon/config.py`` FIELDS gets bad values through its
+"""Bad configuration: every key of ``daemon/config/settings.py`` FIELDS gets bad values through its
 environment variable (and several through the YAML file), plus YAML files that are broken
 as documents. ``gochatd config check`` must exit 2 with one line on stderr that names the
 key (or the file), no traceback, and create nothing.
 
-The full matrix runs ``gochatd.cli.main`` in this process (a few milliseconds per input);
+The full matrix runs ``gochatd.cli.program.main`` in this process (a few milliseconds per input);
 a sample of it also runs as real processes, to hold the process-level contract as well.
 """
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.cli import main
-from gochatd.config import FIELDS, FIELDS_BY_KEY
+from gochatd.cli.program import main
+from gochatd.config.settings import FIELDS, FIELDS_BY_KEY
 from tests.badinput.support import (
     ProcResult,
     one_line_error,
@@ -56,11 +56,16 @@ ENV_BAD: dict[str, list[str]] = {
     "worker.queue_limits": ["reports", "reports=0", "reports=-1", "reports=1.5", "reports=x",
                             "reports=100001", "bad name=1", "=2", "{reports: [2]}", "{reports: ",
                             "d\u00e9faut=1"],
+    "worker.queue_rates": ["provider", "provider=10", "provider=0/s", "provider=-1/s",
+                           "provider=1.5/s", "provider=10/d", "provider=10/", "provider=/s",
+                           "provider=1000001/s", "bad name=1/s", "=1/s", "{provider: [1]}",
+                           "{provider: ", "provider=ten/s"],
     "worker.strict_priority": ["maybe", "2", "", "yes please"],
     "worker.priority_aging_s": ["0", "-10", "86401", "nan", "ten"],
     "worker.lease_s": ["0", "nan", "inf", "86401", "abc", "1,5"],
     "worker.shutdown_grace_s": ["-1", "nan", "1e9"],
     "worker.max_payload_bytes": ["1", "67108865", "1.5", "1e6"],
+    "worker.max_result_bytes": ["3", "67108865", "1.5", "64k"],
     "worker.retry_base_s": ["-0.1", "inf", "1,5"],
     "worker.retry_cap_s": ["604801", "-1", "-inf"],
     "worker.poll_interval_max_s": ["0", "0.001", "61"],
@@ -128,6 +133,7 @@ YAML_BAD: list[tuple[str, str | bytes, str]] = [
     ("concurrency-list", "worker:\n  concurrency: [1]\n", "worker.concurrency"),
     ("concurrency-fraction", "worker:\n  concurrency: 2.5\n", "worker.concurrency"),
     ("max-payload-bool", "worker:\n  max_payload_bytes: true\n", "worker.max_payload_bytes"),
+    ("max-result-bool", "worker:\n  max_result_bytes: true\n", "worker.max_result_bytes"),
     ("lease-nan", "worker:\n  lease_s: .nan\n", "worker.lease_s"),
     ("lease-inf", "worker:\n  lease_s: .inf\n", "worker.lease_s"),
     ("strict-priority-2", "worker:\n  strict_priority: 2\n", "worker.strict_priority"),
@@ -142,6 +148,10 @@ YAML_BAD: list[tuple[str, str | bytes, str]] = [
     ("queue-limits-null", "worker:\n  queue_limits: {reports: null}\n", "worker.queue_limits"),
     ("queue-limits-list", "worker:\n  queue_limits: [reports]\n", "worker.queue_limits"),
     ("queue-limits-bad-name", "worker:\n  queue_limits: {'a b': 1}\n", "worker.queue_limits"),
+    ("queue-rates-number", "worker:\n  queue_rates: {provider: 10}\n", "worker.queue_rates"),
+    ("queue-rates-null", "worker:\n  queue_rates: {provider: null}\n", "worker.queue_rates"),
+    ("queue-rates-list", "worker:\n  queue_rates: [provider]\n", "worker.queue_rates"),
+    ("queue-rates-per-day", "worker:\n  queue_rates: {provider: 10/d}\n", "worker.queue_rates"),
     ("log-level-list", "log:\n  level: [debug]\n", "log.level"),
     ("database-url-number", "database_url: 42\n", "database_url"),
     ("redis-url-list", "redis_url: [redis://x]\n", "redis_url"),
@@ -202,7 +212,7 @@ CASES: list[ConfigCase] = (
 #: Also run as real processes.
 AS_PROCESS = {
     "env-worker.concurrency-0", "env-database_url-1", "env-worker.queues-0",
-    "env-worker.queue_limits-1",
+    "env-worker.queue_limits-1", "env-worker.queue_rates-5",
     "env-admin.listen-5", "env-admin.token-0", "env-handlers-1", "yaml-binary-junk",
     "yaml-nested-5000-deep", "yaml-duplicate-section", "yaml-ok-empty-file",
     "admin-listen-public-without-token",

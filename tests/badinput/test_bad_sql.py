@@ -17,7 +17,7 @@ import pytest
 
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.badinput.tally import tried
 from tests.integration.helpers import (
     all_jobs,

@@ -26,7 +26,7 @@ import redis
 from gochatd.context import JobContext
 from gochatd.dispatch.entries import entry_from_redis as _entry
 from gochatd.model import Job, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.badinput.tally import tried
 from tests.integration.helpers import (
     STREAM_GROUP,

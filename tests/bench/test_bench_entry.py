@@ -37,9 +37,9 @@ def test_bench_without_a_checkout_says_so_in_one_line(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
-        "import gochatd.bench\n"
-        f"gochatd.bench.CHECKOUT = Path({str(tmp_path)!r})\n"
-        "from gochatd.cli import main\n"
+        "import gochatd.cli.bench\n"
+        f"gochatd.cli.bench.CHECKOUT = Path({str(tmp_path)!r})\n"
+        "from gochatd.cli.program import main\n"
         "sys.exit(main(['bench', '--smoke']))\n"
     )
     proc = _run([sys.executable, "-c", code], tmp_path)

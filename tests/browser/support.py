@@ -16,7 +16,7 @@ import httpx
 import trio
 from playwright.sync_api import Browser, BrowserContext, Locator, Page, expect
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from tests.support.daemon_process import REPO_ROOT, DaemonProcess, poll_until
 from tests.support.e2e_jobs import query
 

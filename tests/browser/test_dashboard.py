@@ -13,7 +13,7 @@ from pathlib import Path
 from playwright.sync_api import expect
 
 import gochatd
-from gochatd.config import DEFAULT_QUEUE_WEIGHTS
+from gochatd.config.settings import DEFAULT_QUEUE_WEIGHTS
 from tests.browser.support import TOKEN, Dash, Harness, paused_in_store
 from tests.support.daemon_process import run_cli
 
@@ -131,6 +131,17 @@ def test_dead_job_detail_and_retry(dash: Dash) -> None:
     expect(dash.testid(f"dead-row-{job_id}")).to_have_count(0)
     expect(dash.testid("dead-empty")).to_be_visible()
     expect(dash.testid("tab-count-dead")).to_have_text("0")
+
+    # Completed, its drawer shows what the handler returned (docs/results.md).
+    dash.tab("jobs")
+    dash.open_job(dash.testid(f"job-row-{job_id}"), job_id)
+    expect(dash.testid("detail-status")).to_have_text("completed")
+    expect(dash.testid("detail-result")).to_be_visible()
+    shown_result = dash.testid("detail-result").text_content() or ""
+    # A manual retry resets the attempts: its successful run is attempt 1 (fence 2).
+    assert json.loads(shown_result) == {"marker": "fail-once.marker", "attempt": 1} == done["result"]
+    expect(dash.testid("detail-field-result")).to_have_text("(shown above)")
+    dash.close_job()
 
 
 def test_cancel_retrying_and_retry_all_dead(dash: Dash) -> None:

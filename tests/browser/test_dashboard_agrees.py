@@ -14,7 +14,7 @@ from tests.browser.support import Dash, Harness, add_past_counts
 
 #: A queue no daemon serves: its jobs stay queued.
 PARKED = "parked"
-#: A lost daemon is one whose heartbeat is older than loops/fleet.ALIVE_S (10 s).
+#: A lost daemon is one whose heartbeat is older than loops/fleet.ALIVE_S (15 s).
 LOST_MS = 40_000
 
 

@@ -19,9 +19,12 @@ def test_busy_tenants_and_periodic(harness: Harness, db_url: str) -> None:
     dash = harness.open(db_url, {"GOCHAT_TENANTS": json.dumps(TENANTS),
                                  "GOCHAT_PERIODIC": json.dumps(PERIODIC),
                                  "GOCHAT_WORKER_QUEUE_LIMITS": "low=2",
+                                 "GOCHAT_WORKER_QUEUE_RATES": "low=100/s",
                                  "GOCHAT_WORKER_SHUTDOWN_GRACE_S": "1"})
     expect(dash.testid("queue-limit-low")).to_have_text("2")  # worker.queue_limits
     expect(dash.testid("queue-limit-default")).to_have_text("—")
+    expect(dash.testid("queue-rate-low")).to_have_text("100/s")  # worker.queue_rates
+    expect(dash.testid("queue-rate-default")).to_have_text("—")
 
     # Busy: a running job with its worker and a growing elapsed time; cancel it from there.
     [sleeper] = dash.enqueue("sys:sleep", [{"seconds": 60}], tenant_id="acme")

@@ -1,6 +1,6 @@
 """The contract suite runs against every backend and, for each, against both stores the
 code uses: the plain SQL store and the routed store the daemon and its tools run on
-(store/router.py; with no routes it must be indistinguishable). PostgreSQL is also reached
+(migrate/routing/store.py; with no routes it must be indistinguishable). PostgreSQL is also reached
 through a pgbouncer in transaction mode (tests/support/pgbouncer.py), with the plain store
 only (the routed store adds nothing a pooler could break that the plain one does not show)
 and LISTEN on a direct connection (``database_listen_url``)."""

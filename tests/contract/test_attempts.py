@@ -143,10 +143,12 @@ async def test_a_stale_finish_in_a_batch_records_only_the_applied_rows(
     assert [a.outcome for a in await store.list_job_attempts(fresh.id)] == [
         AttemptOutcome.COMPLETED]
     assert await store.list_job_attempts(other.id) == []
-    assert await _attempt_count(backend_url) == 1
+    # The completed run is read from the job's row: a success writes no job_attempts row.
+    assert await _attempt_count(backend_url) == 0
     # A finish of a job that is not running (already finished) records nothing either.
     assert await store.finish_jobs([finish(ok, Outcome.DEAD)]) == set()
-    assert await _attempt_count(backend_url) == 1
+    assert await _attempt_count(backend_url) == 0
+    assert len(await store.list_job_attempts(fresh.id)) == 1
 
 
 async def test_a_completion_with_replies_records_its_attempt(store: JobStore) -> None:
@@ -204,7 +206,7 @@ async def test_attempts_go_with_their_job(store: JobStore, backend_url: str) -> 
              else "updated_at - 7200")
     await raw_sql(backend_url, f"UPDATE background_jobs SET updated_at = {shift} WHERE id = ?",
                   [old.id])
-    assert await _attempt_count(backend_url) == 4
+    assert await _attempt_count(backend_url) == 2  # the retry and the dead run
     # Retention (the loop's own pass) deletes the old job and, with it, its attempts.
     pruned = await prune_once(store, RetentionPolicy(3600.0, 0.0, 0.0, 100), pause_s=0.0)
     assert pruned[JobStatus.COMPLETED] == 1
@@ -221,10 +223,28 @@ async def test_attempts_go_with_their_job(store: JobStore, backend_url: str) -> 
     assert await _attempt_count(backend_url, doomed.id) == 0
     # ...or foreign SQL's.
     spare = await enqueue(store, "spare")
+    await _run(store, spare, Outcome.RETRY, error_class="E", last_error="once")
     await _run(store, spare, Outcome.COMPLETED)
     assert await _attempt_count(backend_url) == 1
+    assert len(await store.list_job_attempts(spare.id)) == 2
     await raw_sql(backend_url, "DELETE FROM background_jobs WHERE id = ?", [spare.id])
     assert await _attempt_count(backend_url) == 0
+    assert await store.list_job_attempts(spare.id) == []
+
+
+async def test_a_completed_run_recorded_before_is_listed_once(store: JobStore,
+                                                              backend_url: str) -> None:
+    """A database that recorded completed runs in job_attempts (before successes were read
+    from the job's row) lists each of them once."""
+    job = await enqueue(store)
+    claimed = await _run(store, job, Outcome.COMPLETED)
+    now = "now()" if is_postgres(backend_url) else "0.0"
+    await raw_sql(backend_url, "INSERT INTO job_attempts (job_id, attempt, started_at, finished_at,"
+                  f" worker, outcome) VALUES (?, ?, {now}, {now}, 'old', 'completed')",
+                  [job.id, claimed.fence])
+    [attempt] = await store.list_job_attempts(job.id)
+    assert (attempt.attempt, attempt.worker, attempt.outcome) == (
+        claimed.fence, "old", AttemptOutcome.COMPLETED)
     await _run(store, await enqueue(store, "last"), Outcome.COMPLETED)
     assert await _attempt_count(backend_url) == 1
     if is_postgres(backend_url):  # and a TRUNCATE (which restarts no job ids here)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gochatd.model import JobFilter, JobStatus, Outcome
-from gochatd.store import JobStore, sql_store
+from gochatd.store import JobStore, search
 from gochatd.store.fleet import DaemonBeat, DaemonRequest, FinishCounts
 from tests.contract.helpers import claim_one, enqueue, finish, is_postgres, raw_sql, second_store
 
@@ -194,7 +194,7 @@ async def test_scheduled_jobs_soonest_first_and_counted_apart(store: JobStore) -
 async def test_a_search_is_bounded_to_the_newest_jobs_but_finds_any_id(
     store: JobStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sql_store, "SEARCH_WINDOW", 3)
+    monkeypatch.setattr(search, "SEARCH_WINDOW", 3)
     old = await enqueue(store, "needle:old")
     for i in range(4):
         await enqueue(store, f"hay:{i}")

@@ -221,7 +221,7 @@ async def _all(store: JobStore) -> list[Job]:
 
 
 async def test_a_scoped_store_controls_only_its_tenants(store: JobStore) -> None:
-    from gochatd.store.router import RoutedStore
+    from gochatd.migrate.routing.store import RoutedStore
     from gochatd.store.scope import ALL, TenantScope
 
     sql = store.home if isinstance(store, RoutedStore) else store

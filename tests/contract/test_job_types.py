@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gochatd.job_types import JobTypeDefaults
 from gochatd.model import EnqueueRequest
 from gochatd.store import JobStore
+from gochatd.worker.job_types import JobTypeDefaults
 from tests.contract.helpers import enqueue, is_postgres, raw_sql, second_store
 
 TYPED = JobTypeDefaults("mail:typed", queue="low", max_attempts=2, timeout_s=1.5)

@@ -1,4 +1,4 @@
-"""JobStore contract: ``store.runnable`` (daemon/runnable.py). A daemon's claims take only
+"""JobStore contract: ``store.runnable`` (daemon/worker/runnable.py). A daemon's claims take only
 the job types it can run (its Python handlers, its HTTP routes' exact types and
 ``prefix:*`` prefixes): polling, stream-delivered ids, the capped claims, the scheduler's
 dispatch and the sweep. A job of another type is left exactly as it was (status, fence,
@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 
 from gochatd.model import JobStatus
-from gochatd.runnable import ANY_TYPE, DaemonHandlers, RunnableTypes, without_handler
 from gochatd.store import JobStore
 from gochatd.store.fleet import DaemonBeat
 from gochatd.store.scope import ALL, TenantScope
 from gochatd.store.sql_store import SqlJobStore
+from gochatd.worker.runnable import ANY_TYPE, DaemonHandlers, RunnableTypes, without_handler
 from tests.contract.helpers import enqueue
 
 MINE = RunnableTypes.of(["app:mine", "sys:noop"], ["hook:*", "exact:http"])

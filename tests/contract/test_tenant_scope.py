@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gochatd.errors import JobNotFound
+from gochatd.migrate.routing.store import RoutedStore
 from gochatd.model import (
     ClaimedJob,
     EnqueueRequest,
@@ -22,7 +23,6 @@ from gochatd.model import (
 )
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
 from gochatd.store import JobStore
-from gochatd.store.router import RoutedStore
 from gochatd.store.scope import ALL, TenantScope
 from gochatd.store.sql_store import SqlJobStore
 from tests.contract.helpers import claim_one, enqueue, finish

@@ -11,10 +11,10 @@ from typing import Any
 
 import trio
 
+from gochatd.client.validation import validate_enqueue
 from gochatd.errors import IdempotencyConflict
 from gochatd.model import EnqueueRequest, EnqueueResult, JobStatus, Outcome
 from gochatd.store import JobStore
-from gochatd.validation import validate_enqueue
 from tests.contract.helpers import (
     claim_one,
     finish,

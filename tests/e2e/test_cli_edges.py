@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.errors import StoreUnavailable
 from tests.support.daemon_process import (
     DaemonFactory,
@@ -252,7 +252,7 @@ def test_serve_refuses_a_database_without_the_schema(
 ) -> None:
     result = run_cli(["--worker-only"], {"GOCHAT_DATABASE_URL": fresh_pg_url}, cwd=tmp_path)
     line = _one_line(result, 2, "no gochatd schema in postgresql://")
-    assert line.endswith("run 'gochatd db upgrade' or start with --migrate")
+    assert line.endswith("run 'gochatd db upgrade' or start with --upgrade")
 
 
 def test_serve_logs_the_absolute_sqlite_path(tmp_path: Path, daemons: DaemonFactory) -> None:

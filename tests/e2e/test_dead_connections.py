@@ -15,7 +15,7 @@ import pytest
 import redis as redis_lib
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from tests.support.daemon_process import DaemonFactory, DaemonProcess, poll_until
 from tests.support.e2e_jobs import status_counts
 

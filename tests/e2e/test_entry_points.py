@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gochatd.sync_client import SyncClient
+from gochatd.client.sync_client import SyncClient
 from tests.support import daemon_process, installed
 from tests.support.daemon_process import (
     DaemonFactory,

@@ -41,7 +41,7 @@ def _env(pg_url: str, cluster: RedisCluster) -> dict[str, str]:
 #: after commit; prints the new ids.
 PRODUCER = """
 import json, sys, trio
-from gochatd.client import Client
+from gochatd.client.client import Client
 
 async def main(url, seed, n, tag, queues):
     async with Client(url, seed, redis_cluster=True) as client:

@@ -12,7 +12,7 @@ import pytest
 import trio
 import yaml
 
-from gochatd.config import load_settings
+from gochatd.config.settings import load_settings
 from gochatd.errors import ConfigError, UserError
 from gochatd.gateway.hash_key_cmd import run_hash_key
 from gochatd.gateway.keys import hash_key

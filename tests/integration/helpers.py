@@ -27,14 +27,14 @@ import redis
 import trio
 import yaml
 
-from gochatd.config import FIELDS, Settings
+from gochatd.config.settings import FIELDS, Settings
 from gochatd.context import JobContext
 from gochatd.model import Job, JobFilter, JobStatus
-from gochatd.registry import REGISTRY, Handler, HandlerSpec, Registry
-from gochatd.service import Worker
 from gochatd.store import JobStore, open_store
 from gochatd.store.queries import SQLITE_NOW
 from gochatd.store.sqlite import SqliteStore
+from gochatd.worker.registry import REGISTRY, Handler, HandlerSpec, Registry
+from gochatd.worker.service import Worker
 from tests.support.wait import wait_until
 
 T = TypeVar("T")
@@ -187,7 +187,10 @@ def write_config(path: Path, settings: Settings, **changes: Any) -> None:
         *parents, leaf = spec.key.split(".")
         for parent in parents:
             node = node.setdefault(parent, {})
-        node[leaf] = getattr(fresh, spec.attr)
+        value = getattr(fresh, spec.attr)
+        if spec.key == "worker.queue_rates":  # QueueRate values, written as 10/s
+            value = {queue: str(rate) for queue, rate in value.items()}
+        node[leaf] = value
     path.write_text(yaml.safe_dump(doc), encoding="utf-8")
 
 

@@ -7,7 +7,7 @@ import pytest
 import trio
 
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,

@@ -16,7 +16,7 @@ import redis
 import trio
 
 import gochatd
-from gochatd.client import MAX_BATCH
+from gochatd.client.client import MAX_BATCH
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.errors import (
     ConfigError,
@@ -27,9 +27,9 @@ from gochatd.errors import (
     JobNotFound,
 )
 from gochatd.model import DispatchRef, JobFilter, JobStatus
-from gochatd.registry import HandlerSpec
 from gochatd.store import open_store
 from gochatd.store.presence import NoDatabase
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     is_postgres,

@@ -14,7 +14,7 @@ import trio
 import gochatd
 from gochatd.errors import IdempotencyConflict, StoreUnavailable
 from gochatd.model import JobFilter, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     is_postgres,

@@ -3,18 +3,18 @@ what it did, with only the collaborators it is given (no daemon object)."""
 
 from __future__ import annotations
 
-from gochatd.config import Settings
-from gochatd.counters import Counters
-from gochatd.jobpool import ActiveJobs
-from gochatd.lifecycle import State
-from gochatd.loops.heartbeat import Heartbeat
+from gochatd.config.settings import Settings
 from gochatd.loops.pauses import PauseFollower
 from gochatd.loops.reap import ReapConfig, Reaper
-from gochatd.queues import QueueSelection
-from gochatd.runner import ActiveJob, StopReason
-from gochatd.service import Worker
+from gochatd.obs.counters import Counters
 from gochatd.store import JobStore
-from gochatd.wakeup import Wakeups
+from gochatd.worker.heartbeat import Heartbeat
+from gochatd.worker.lifecycle import State
+from gochatd.worker.pool import ActiveJobs
+from gochatd.worker.queues import QueueSelection
+from gochatd.worker.runner import ActiveJob, StopReason
+from gochatd.worker.service import Worker
+from gochatd.worker.wakeup import Wakeups
 from tests.integration.helpers import insert_job, now_sql, sql
 
 
@@ -28,7 +28,7 @@ async def test_the_reaper_reports_what_it_reaped(store: JobStore, backend_url: s
     reaper = Reaper(ReapConfig(interval_s=1.0), store=store, counters=counters, wakeups=wakeups,
                     worker_id="test")
     result = await reaper.run_once()
-    assert (result.retried, result.dead, result.count) == (1, 0, 1)
+    assert ([r.job_id for r in result.retried], result.dead, result.count) == ([job_id], [], 1)
     assert counters["leases_reaped"] == 1
     assert await wakeups.intake.wait(0) and await wakeups.schedule.wait(0)
     again = await reaper.run_once()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,

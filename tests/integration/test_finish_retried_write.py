@@ -10,9 +10,10 @@ from typing import Any
 import trio
 
 from gochatd.errors import StoreUnavailable
-from gochatd.loops.finish import Finisher, FinishRequest
 from gochatd.model import Finish, JobStatus, Outcome
 from gochatd.store import JobStore
+from gochatd.store.db import AfterFinish
+from gochatd.worker.finisher import Finisher, FinishRequest
 from tests.contract.helpers import claim_one, enqueue, finish
 
 
@@ -29,8 +30,10 @@ class LostFirstAnswer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def finish_jobs(self, finishes: Sequence[Finish]) -> set[int]:
-        applied = await self._store.finish_jobs(finishes)
+    async def finish_jobs(
+        self, finishes: Sequence[Finish], *, after_commit: AfterFinish | None = None
+    ) -> set[int]:
+        applied = await self._store.finish_jobs(finishes, after_commit=after_commit)
         if not self.failed_batches:
             self.failed_batches.append(sorted(applied))
             raise StoreUnavailable("postgres unavailable: the answer was lost")

@@ -15,7 +15,7 @@ import trio
 from psycopg.conninfo import conninfo_to_dict
 
 from gochatd.model import JobFilter, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,

@@ -12,7 +12,7 @@ import trio.testing
 import gochatd
 from gochatd.errors import IdempotencyConflict
 from gochatd.model import EnqueueRequest, EnqueueResult, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,

@@ -14,9 +14,9 @@ import trio
 import gochatd
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
-from gochatd.registry import handler_spec
-from gochatd.runtimes import loop_for
 from gochatd.store import JobStore
+from gochatd.worker.registry import handler_spec
+from gochatd.worker.runtimes import loop_for
 from tests.integration.helpers import (
     make_registry,
     opened_store,
@@ -153,7 +153,7 @@ async def test_a_plain_def_runs_in_a_thread_and_its_timeout_says_so(
 
 
 def _ctx() -> JobContext:
-    from gochatd.logs import get_logger
+    from gochatd.obs.logs import get_logger
 
     return JobContext(job_id=1, job_type="aio:x", queue="default", tenant_id="default",
                       payload={}, attempt=1, max_attempts=1, fence=1, log=get_logger())

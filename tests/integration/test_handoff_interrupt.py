@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import trio
 
-from gochatd.handoff import Handoff, _Unit
+from gochatd.io.handoff import Handoff, _Unit
 from tests.support.wait import wait_until
 
 Conn = psycopg.Connection[Any]
@@ -102,3 +102,48 @@ async def test_an_interrupt_after_the_unit_ended_touches_nothing(pg_url: str) ->
         assert await pool.run(lambda c: c.execute("SELECT 2").fetchone()) == (2,)
     finally:
         await pool.close()
+
+
+async def test_a_read_set_to_abandon_on_cancel_gives_up_at_once(pg_url: str) -> None:
+    """``ABANDON_ON_CANCEL`` (a handler's ``ctx.dependencies()``): cancelled while its unit
+    hangs (an interrupt that does nothing: a black-holed network), the caller returns at once;
+    the unit's late answer is dropped and its connection is not used again. (Without it the
+    caller waits for the thread's answer, as every write must: the test above.)"""
+    from gochatd.io.handoff import ABANDON_ON_CANCEL
+
+    release = threading.Event()
+    started = threading.Event()
+    opened: list[Conn] = []
+
+    def connect() -> Conn:
+        conn = psycopg.connect(pg_url, autocommit=True)
+        opened.append(conn)
+        return conn
+
+    pool: Handoff[Conn] = Handoff("test-abandon", connect, lambda c: c.close(), size=1,
+                                  interrupt=lambda conn: None, abandon_s=30.0)
+
+    def hang(conn: Conn) -> int:
+        started.set()
+        release.wait(30)
+        return 1
+
+    async def call(give_up: bool, scope: trio.CancelScope) -> None:
+        token = ABANDON_ON_CANCEL.set(give_up)
+        try:
+            with scope:
+                await pool.run(hang)
+        finally:
+            ABANDON_ON_CANCEL.reset(token)
+
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call, True, scope)
+        await _set(started, "the unit started")
+        scope.cancel()
+    assert scope.cancelled_caught and not release.is_set()  # gave up while the unit hung
+    release.set()
+    assert await pool.run(lambda conn: conn.execute("SELECT 2").fetchone()[0]) == 2
+    assert len(opened) == 2  # the abandoned unit's connection was retired
+
+    await pool.close()

@@ -18,7 +18,7 @@ from gochatd.context import JobContext
 from gochatd.errors import HookFailed, InvalidHandler, NonRetryable
 from gochatd.hooks import after_layer, before_layer, middleware_layer
 from gochatd.model import JobStatus, Outcome
-from gochatd.registry import REGISTRY, HandlerSpec, Registry, handler_spec
+from gochatd.worker.registry import REGISTRY, HandlerSpec, Registry, handler_spec
 from tests.integration.helpers import make_registry, started_worker, wait_all_status
 from tests.support.harness import make_settings
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from gochatd.http_handlers import parse_http_handlers
 from gochatd.model import JobStatus
 from gochatd.outbox.model import OutboxFilter
-from gochatd.registry import HandlerSpec
 from gochatd.signing import SIGNATURE_HEADER, verify
+from gochatd.worker.http_handlers import parse_http_handlers
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,
@@ -242,7 +242,7 @@ async def test_exact_type_beats_prefix_and_python_handlers_beat_both(
 
 async def test_a_bad_secret_env_stops_the_worker_from_starting(sqlite_url: str) -> None:
     from gochatd.errors import ConfigError
-    from gochatd.service import Worker
+    from gochatd.worker.service import Worker
 
     settings = http_settings(sqlite_url, {"a:*": {"url": "http://127.0.0.1:9/",
                                                   "secret_env": "GOCHAT_TEST_UNSET_SECRET"}})

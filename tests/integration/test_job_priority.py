@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 import pytest
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
-from gochatd.registry import Handler, HandlerSpec
+from gochatd.worker.registry import Handler, HandlerSpec
 from tests.integration.helpers import make_registry, started_worker, wait_all_status, wait_for
 from tests.support.harness import make_settings
 

@@ -4,7 +4,7 @@ database. Both claim from the same rows; every job still runs exactly once."""
 from __future__ import annotations
 
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import Tracker, make_registry, started_worker, wait_all_status
 from tests.support.harness import make_settings
 

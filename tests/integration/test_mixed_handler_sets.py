@@ -6,7 +6,7 @@ whose entry the other worker acked starts through the capable worker's backlog c
 from __future__ import annotations
 
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     make_registry,

@@ -11,14 +11,14 @@ import httpx
 import pytest
 import trio
 
-from gochatd.config import Settings
+from gochatd.config.settings import Settings
 from gochatd.context import JobContext
 from gochatd.errors import NonRetryable
 from gochatd.model import JobStatus
 from gochatd.outbox.model import OutboxFilter, OutboxMessage, OutboxStatus
 from gochatd.outbox.providers import ChannelConfig
-from gochatd.registry import HandlerSpec, Registry
 from gochatd.store import JobStore
+from gochatd.worker.registry import HandlerSpec, Registry
 from tests.integration.helpers import (
     make_registry,
     opened_store,

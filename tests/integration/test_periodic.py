@@ -18,8 +18,8 @@ import gochatd
 from gochatd.model import Job, JobFilter
 from gochatd.periodic_jobs.cron import parse_cron
 from gochatd.periodic_jobs.specs import PERIODIC, effective_specs
-from gochatd.registry import REGISTRY, HandlerSpec
-from gochatd.service import Worker
+from gochatd.worker.registry import REGISTRY, HandlerSpec
+from gochatd.worker.service import Worker
 from tests.integration.helpers import (
     Tracker,
     make_registry,

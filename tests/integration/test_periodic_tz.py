@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from gochatd.model import JobFilter
 from gochatd.periodic_jobs.cron import parse_cron
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import Tracker, make_registry, opened_store, started_worker
 from tests.support.harness import make_settings
 from tests.support.wait import wait_until

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
 from gochatd.new_job import NewJob
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import all_jobs, make_registry, started_worker, wait_all_status
 from tests.support.harness import make_settings
 

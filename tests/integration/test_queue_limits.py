@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import trio
 
-from gochatd.config import Settings
+from gochatd.config.settings import Settings
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec, Registry
-from gochatd.service import Worker
 from gochatd.store import JobStore
+from gochatd.worker.registry import HandlerSpec, Registry
+from gochatd.worker.service import Worker
 from tests.integration.helpers import (
     Tracker,
     make_registry,

@@ -11,7 +11,7 @@ from datetime import datetime
 
 import pytest
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.model import Job, JobStatus
 from tests.integration.helpers import make_registry, migrate, started_worker, wait_all_status
 from tests.support.harness import make_settings

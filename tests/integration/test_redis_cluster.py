@@ -10,12 +10,12 @@ from typing import Any
 import trio
 from redis.cluster import RedisCluster as ClusterClient
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.dispatch.redis_client import break_socket, close_client, connect, slot_of
 from gochatd.dispatch.redis_streams import RedisStreams
 from gochatd.gateway.ratelimit import RateLimiter
 from gochatd.model import DispatchRef, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     all_jobs,

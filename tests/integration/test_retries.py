@@ -8,8 +8,8 @@ import trio
 
 from gochatd.context import JobContext
 from gochatd.model import Job, JobStatus
-from gochatd.registry import REGISTRY, HandlerSpec
-from gochatd.service import Worker
+from gochatd.worker.registry import REGISTRY, HandlerSpec
+from gochatd.worker.service import Worker
 from tests.integration.helpers import (
     Tracker,
     make_registry,

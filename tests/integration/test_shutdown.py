@@ -8,8 +8,8 @@ import trio
 
 from gochatd.context import JobContext
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
-from gochatd.service import Worker
+from gochatd.worker.registry import HandlerSpec
+from gochatd.worker.service import Worker
 from tests.integration.helpers import (
     Tracker,
     all_jobs,

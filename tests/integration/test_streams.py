@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import redis
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.loops.schedule import sweep_period_s
 from gochatd.model import JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     STREAM_GROUP,
     Tracker,

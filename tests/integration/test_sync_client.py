@@ -22,9 +22,9 @@ from gochatd.errors import (
     ResourceClosed,
     StoreUnavailable,
 )
-from gochatd.handoff_here import Lender
 from gochatd.model import JobFilter, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.store.lender import Lender
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     Tracker,
     is_postgres,

@@ -14,7 +14,7 @@ import gochatd.testing
 from gochatd.context import JobContext
 from gochatd.errors import InvalidJob, NonRetryable, RetryAfter
 from gochatd.model import JobStatus, Outcome
-from gochatd.registry import HandlerSpec, handler_spec
+from gochatd.worker.registry import HandlerSpec, handler_spec
 from tests.integration.helpers import make_registry, sql
 
 SEEN: list[dict[str, Any]] = []
@@ -43,11 +43,23 @@ async def _slow(ctx: JobContext) -> None:
     await trio.sleep_forever()
 
 
+async def _step(ctx: JobContext) -> int:
+    """A workflow job: what it saw of its dependencies; returns its own step."""
+    deps = await ctx.dependencies()
+    SEEN.append({"step": ctx.payload["step"],
+                 "saw": [(d.status.value, d.result) for d in deps]})
+    return int(ctx.payload["step"])
+
+
 REGISTRY = make_registry(
     HandlerSpec("t:reply", _reply), HandlerSpec("t:boom", _boom, max_attempts=3),
     HandlerSpec("t:never", _never), HandlerSpec("t:later", _later),
-    HandlerSpec("t:slow", _slow, timeout_s=0.2),
+    HandlerSpec("t:slow", _slow, timeout_s=0.2), HandlerSpec("t:step", _step),
 )
+
+
+def _steps(*steps: int) -> list[gochatd.NewJob]:
+    return [gochatd.NewJob("t:step", {"step": n}) for n in steps]
 
 
 @pytest.fixture(autouse=True)
@@ -154,6 +166,44 @@ async def test_inline_enqueue_many_runs_each_new_job_once(backend_url: str) -> N
         assert [s["attempt"] for s in SEEN] == [1, 1, 1]
         for result in results:
             assert await _status(backend_url, result.job.id) == "completed"
+
+
+async def test_inline_runs_chains_and_batches_as_their_jobs_are_released(
+    backend_url: str
+) -> None:
+    await gochatd.testing.migrate(backend_url)
+    async with gochatd.Client(backend_url) as client:
+        outside = await client.enqueue("t:step", {"step": 0})  # not run: before the block
+        with gochatd.testing.inline(registry=REGISTRY) as run:
+            chain = await client.chain(_steps(1, 2, 3))
+            ok = await client.batch(_steps(4, 5), on_success=_steps(6)[0],
+                                    on_complete=_steps(7)[0])
+            failed = await client.batch([gochatd.NewJob("t:never")],
+                                        on_success=_steps(8)[0], on_complete=_steps(9)[0])
+            held = await client.enqueue("t:step", {"step": 10}, depends_on=[outside.id])
+        assert ok.on_success is not None and failed.on_success is not None
+        # Each link after the one before, reading its result; callbacks after the members.
+        assert [(s["step"], s["saw"]) for s in SEEN] == [
+            (1, []), (2, [("completed", 1)]), (3, [("completed", 2)]),
+            (4, []), (5, []), (6, [("completed", 4), ("completed", 5)]),
+            (7, [("completed", 4), ("completed", 5)]), (9, [("dead", None)])]
+        assert run.statuses() == [Outcome.COMPLETED] * 7 + [Outcome.DEAD, Outcome.COMPLETED]
+        # A job waiting on one outside the write stays queued; a cancelled callback never ran.
+        assert [j.id for j in run.deferred] == [held.id]
+        assert await _status(backend_url, failed.on_success.id) == "cancelled"
+        assert await _status(backend_url, chain[-1].id) == "completed"
+
+
+def test_inline_runs_a_sync_clients_chain(backend_url: str) -> None:
+    trio.run(gochatd.testing.migrate, backend_url)
+    with gochatd.SyncClient(backend_url) as client, \
+            gochatd.testing.inline(registry=REGISTRY) as run:
+        first = client.enqueue("t:step", {"step": 1})
+        then = client.enqueue("t:step", {"step": 2}, depends_on=[first.id])
+        chain = client.chain(_steps(3, 4))
+    assert [(s["step"], s["saw"]) for s in SEEN] == [
+        (1, []), (2, [("completed", 1)]), (3, []), (4, [("completed", 3)])]
+    assert [o.job.id for o in run.outcomes if o.job] == [first.id, then.id, *(j.id for j in chain)]
 
 
 def test_inline_under_asyncio_is_refused_before_anything_is_written(sqlite_url: str) -> None:

@@ -13,7 +13,7 @@ import gochatd
 import gochatd.testing
 from gochatd.errors import InvalidJob
 from gochatd.model import Job, Outcome
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.contract.helpers import is_postgres
 from tests.integration.helpers import make_registry, redis_call, sql, stream_key
 

@@ -20,6 +20,8 @@ from gochatd.migrate.schema import upgrade
 from gochatd.migrate.state import DONE, DatabaseStateStore
 from gochatd.migrate.tables import (
     BACKGROUND_JOBS,
+    BATCHES,
+    JOB_DEPENDENCIES,
     PERIODIC_SLOTS,
     QUEUE_PAUSES,
     REPLY_OUTBOX,
@@ -73,6 +75,13 @@ def job_rows(tenant: str, first_id: int, count: int) -> list[Row]:
             "cancel_requested": status == "running" and i % 2 == 0,
             "unique_key": f"unique-{tenant}-{job_id}" if i % 6 == 0 else None,  # moved too
             "unique_until": at + timedelta(hours=1) if i % 6 == 0 else None,
+            # A bare JSON string too: jsonb hands it back as text, which must not be parsed
+            # twice (migrate/backends.py).
+            "result": (("a bare string" if i % 2 else {"i": i, "é": [1.5, None]})
+                       if status == "completed" else None),
+            # Workflows (docs/workflows.md): a job's place in one moves with it.
+            "waits_on": 2 if status == "queued" and i % 4 == 0 else 0,
+            "has_dependents": i % 5 == 0, "batch_id": 1000 + i if i % 4 == 0 else None,
         })
     return rows
 
@@ -88,6 +97,29 @@ def outbox_rows(tenant: str, first_id: int, count: int, job_id: int) -> list[Row
         "provider_message_id": f"pm-{i}" if i % 4 == 2 else None,
         "error_class": "HTTP500" if i % 4 == 3 else None,
         "created_at": T0, "updated_at": T0, "sent_at": T0 if i % 4 == 2 else None,
+    } for i in range(count)]
+
+
+def dependency_rows(tenant: str, first_id: int, count: int, first_job: int,
+                    jobs: int) -> list[Row]:
+    """Edges (docs/workflows.md), open or resolved either way, some run_if_failed: the
+    dependents are ids just past the tenant's ``jobs`` (seed leaves 10 free), each waiting
+    on job first_job + 5k (k >= 1: one job_rows gave dependents, and none the tests change
+    by hand, whose status changes would resolve them)."""
+    return [{
+        "id": first_id + i, "tenant_id": tenant, "job_id": first_job + jobs + i,
+        "depends_on_id": first_job + 5 * (i + 1), "run_if_failed": i % 2 == 1,
+        "resolved_status": (None, "completed", "dead", "cancelled")[i % 4],
+    } for i in range(count)]
+
+
+def batch_rows(tenant: str, first_id: int, count: int, first_job: int) -> list[Row]:
+    """Batches, with and without their callbacks."""
+    return [{
+        "id": first_id + i, "tenant_id": tenant, "size": i + 2,
+        "on_success_id": first_job + i if i % 2 == 0 else None,
+        "on_complete_id": first_job + i + 1 if i % 3 != 2 else None,
+        "created_at": T0 + timedelta(microseconds=i * 13),
     } for i in range(count)]
 
 
@@ -113,6 +145,9 @@ def seed(url: str, *, tenants: dict[str, int], outbox: int = 4,
         for tenant, count in tenants.items():
             db.write_batch(BACKGROUND_JOBS, job_rows(tenant, next_id, count))
             db.write_batch(REPLY_OUTBOX, outbox_rows(tenant, next_id, outbox, next_id))
+            db.write_batch(JOB_DEPENDENCIES,
+                           dependency_rows(tenant, next_id, outbox, next_id, count))
+            db.write_batch(BATCHES, batch_rows(tenant, next_id, outbox, next_id))
             next_id += count + 10
         if fleet:
             for table, rows in global_rows().items():

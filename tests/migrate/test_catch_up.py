@@ -17,7 +17,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from gochatd.cli import main
+from gochatd.cli.program import main
 from gochatd.migrate.backends import Database, MigrateError, parse_endpoint
 from gochatd.migrate.canonical import Row, canonical_bytes
 from gochatd.migrate.catch_up import PHASE, catch_up_scope
@@ -489,7 +489,7 @@ def test_catch_up_cli_needs_start_dry_runs_without_writing_and_prints_the_lag(
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "gochatd migrate start" in err[0]
+    assert len(err) == 1 and "gochatd move start" in err[0]
 
     record_start(source, pg_scratch, ["acme"])
     _sql(source, "UPDATE background_jobs SET status = 'completed' WHERE id IN (1, 2)",

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from gochatd.cli import main
+from gochatd.cli.program import main
 from gochatd.migrate.canonical import Row, canonical_bytes
 from gochatd.migrate.tables import (
     BACKGROUND_JOBS,
@@ -159,12 +159,13 @@ def test_copying_one_tenant_never_touches_another_on_either_side(
     assert code == 0, err
     assert "fleet-wide" in err and "--all" in err  # says the global tables did not move
     assert canon(read_all(pg_scratch, BACKGROUND_JOBS, "b")) == canon(job_rows("b", 500, 3))
-    assert read_all(pg_scratch, REPLY_OUTBOX, "b") == []
+    for table in TENANT_TABLES[1:]:  # replies, edges, batches
+        assert read_all(pg_scratch, table, "b") == []
     assert [canon(read_all(source, t, "b")) for t in TENANT_TABLES] == \
         [canon(rows) for rows in source_b]
     for table in GLOBAL_TABLES:
         assert read_all(pg_scratch, table, None) == []
-    assert len(read_all(pg_scratch, BACKGROUND_JOBS, "a")) == 15
+    assert [len(read_all(pg_scratch, t, "a")) for t in TENANT_TABLES] == [15, 4, 4, 4]
     code, _, err = run(capsys, "validate", "--from", source, "--to", pg_scratch,
                        "--tenants", "a")
     assert code == 0, err
@@ -205,5 +206,7 @@ def test_plan_prints_counts_per_tenant_and_table(
     lines = [line.split() for line in out.splitlines()[1:]]
     assert ["a", "background_jobs", "5", "-"] in lines
     assert ["b", "reply_outbox", "4", "-"] in lines
+    assert ["a", "gochatd_job_dependencies", "4", "-"] in lines
+    assert ["b", "gochatd_batches", "4", "-"] in lines
     assert ["(fleet-wide)", "gochatd_queue_pauses", "2", "-"] in lines
     assert not (tmp_path / "d.db").exists()

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from gochatd.model import EnqueueRequest, JobStatus
-from gochatd.registry import HandlerSpec
+from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import Tracker, make_registry, started_worker, wait_all_status
 from tests.migrate.support import file_url, open_db
 from tests.support.harness import make_settings

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.cli import main
+from gochatd.cli.program import main
 from gochatd.migrate.tables import BACKGROUND_JOBS
 from tests.migrate.support import file_url, kill_on_progress, migrated, open_db, seed
 
@@ -96,7 +96,7 @@ def _bad_cases(source: str, tmp: Path) -> list[tuple[list[str], str]]:
         (["copy", "--from", source, "--to", file_url(tmp / "d.db"), "--tenants", "a,,b"],
          "empty tenant"),
         (["copy", "--from", source, "--to", file_url(tmp / "d.db"), "--all"],
-         "--migrate-destination"),
+         "--upgrade-destination"),
         (["copy", "--from", source, "--to", pg, "--all"], "cannot open the destination"),
         (["plan", "--from", pg, "--to", source], "cannot open the source"),
         (["copy", "--from", file_url(tmp / "missing.db"), "--to", pg, "--all"],

@@ -1,4 +1,4 @@
-"""The routed store (store/router.py) against real databases: a moved tenant is served from
+"""The routed store (migrate/routing/store.py) against real databases: a moved tenant is served from
 its destination, the others stay home, a frozen tenant's writes are held, and a write sent
 with stale routes is refused by the source and redone where the tenant now lives."""
 
@@ -14,18 +14,18 @@ import psycopg
 import pytest
 import trio
 
-from gochatd.job_types import JobTypeDefaults
 from gochatd.migrate.backends import Database
 from gochatd.migrate.copy import copy_scope
 from gochatd.migrate.phases import Context, Move, cutover, start
 from gochatd.migrate.route_control import route_url, set_route
+from gochatd.migrate.routing.store import RoutedStore
 from gochatd.migrate.state import DatabaseStateStore
 from gochatd.migrate.tables import TENANT_TABLES
 from gochatd.migrate.validate import validate_scope
 from gochatd.model import EnqueueRequest, Finish, JobStatus, Outcome
 from gochatd.store import open_routed_store
 from gochatd.store.route_table import RouteState
-from gochatd.store.router import RoutedStore
+from gochatd.worker.job_types import JobTypeDefaults
 from tests.migrate.support import file_url, migrated, open_db
 
 

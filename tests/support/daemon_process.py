@@ -96,7 +96,8 @@ class DaemonProcess:
     ) -> None:
         self.name = name
         self.args = [GOCHATD, *args]
-        self.env = child_env(env)
+        # Debug: the tests follow jobs by their ``job_completed`` lines (debug since issue 22).
+        self.env = child_env({"GOCHAT_LOG_LEVEL": "debug", **(env or {})})
         self.cwd = cwd
         self.log_path = workdir / f"{name}.log"
         self.out_path = workdir / f"{name}.out"

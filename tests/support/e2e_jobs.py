@@ -10,7 +10,7 @@ from typing import Any
 import psycopg
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from gochatd.testing import migrate as upgrade  # creates a SQLite file (a client refuses none)
 from tests.support.recording_handlers import PG_TABLE, SQLITE_TABLE, sqlite_path
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import trio
 
-from gochatd.config import Settings
-from gochatd.registry import REGISTRY, Registry
-from gochatd.service import Worker
+from gochatd.config.settings import Settings
+from gochatd.worker.registry import REGISTRY, Registry
+from gochatd.worker.service import Worker
 
 
 def make_settings(database_url: str, redis_url: str = "", **overrides: Any) -> Settings:

@@ -31,10 +31,13 @@ VENV = Path(os.environ.get("GOCHAT_TEST_INSTALLED_VENV", REPO_ROOT / "build" / "
 PIP_FLAGS = ("-q", "--disable-pip-version-check")
 
 
-def _stamp() -> str:
+def _stamp(extras: str = "") -> str:
     """What the kept virtualenv's dependencies were installed for."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    deps = "\n".join(sorted(project["dependencies"]))
+    wanted = list(project["dependencies"])
+    for extra in filter(None, extras.split(",")):
+        wanted += [f"[{extra}]", *project["optional-dependencies"][extra]]
+    deps = "\n".join(sorted(wanted))
     return hashlib.sha256(f"{sys.version}\n{deps}".encode()).hexdigest()
 
 
@@ -71,16 +74,17 @@ def _pip(venv: Path, *args: str) -> None:
                            f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
 
 
-def build(venv: Path = VENV) -> Path:
-    """``venv``'s ``gochatd``, installed from this checkout as ``pip install .`` does."""
+def build(venv: Path = VENV, extras: str = "") -> Path:
+    """``venv``'s ``gochatd``, installed from this checkout as ``pip install .`` does
+    (``pip install '.[extras]'`` with ``extras``, a comma-separated list)."""
     deps_file, source_file = venv / ".gochatd-deps", venv / ".gochatd-source"
     with _locked(venv.with_name(venv.name + ".lock")):
-        deps, source = _stamp(), _source_stamp()
+        deps, source = _stamp(extras), _source_stamp()
         kept = (venv / "bin" / "python").exists() and _read(deps_file) == deps
         if not kept:
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-            _pip(venv, str(REPO_ROOT))
+            _pip(venv, f"{REPO_ROOT}[{extras}]" if extras else str(REPO_ROOT))
             deps_file.write_text(deps)
         elif _read(source_file) != source:
             source_file.unlink(missing_ok=True)  # a build cut short is no build

@@ -57,6 +57,8 @@ class WebhookReceiver:
         #: Requests that reached the handler, including ones still held.
         self.arrived = 0
         self.accepted: dict[str, dict[str, Any]] = {}
+        #: Each request's ``traceparent`` header ("" without one), in arrival order.
+        self.traceparents: list[str] = []
         self._lock = threading.Lock()
         self._hold = threading.Event()
         self._hold.set()
@@ -78,6 +80,7 @@ class WebhookReceiver:
                 raw = self.rfile.read(length)
                 with receiver._lock:
                     receiver.arrived += 1
+                    receiver.traceparents.append(self.headers.get("traceparent", ""))
                 receiver._hold.wait(60)
                 answer = receiver._record(raw, self.headers.get("Idempotency-Key", ""),
                                           self.headers.get(SIGNATURE_HEADER, ""))

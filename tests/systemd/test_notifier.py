@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from gochatd.config import Settings
-from gochatd.counters import Counters
-from gochatd.jobpool import ActiveJobs
-from gochatd.lifecycle import Lifecycle
-from gochatd.loops.watchdog import Watchdog
-from gochatd.sdnotify import Notifier
-from gochatd.service import Worker
-from gochatd.wakeup import Wakeups
+from gochatd.config.settings import Settings
+from gochatd.obs.counters import Counters
+from gochatd.obs.sdnotify import Notifier
+from gochatd.obs.watchdog import Watchdog
+from gochatd.worker.lifecycle import Lifecycle
+from gochatd.worker.pool import ActiveJobs
+from gochatd.worker.service import Worker
+from gochatd.worker.wakeup import Wakeups
 
 _UCRED = struct.Struct("iII")
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.config import FIELDS, Settings, load_settings
-from gochatd.jobpool import UNWIND_S
-from gochatd.service import ADMIN_GRACE_S, FINAL_FLUSH_S
+from gochatd.config.settings import FIELDS, Settings, load_settings
+from gochatd.worker.pool import UNWIND_S
+from gochatd.worker.service import ADMIN_GRACE_S, FINAL_FLUSH_S
 from tests.support.daemon_process import GOCHATD, REPO_ROOT, run_cli
 
 UNITS = ("gochatd.service", "gochatd-worker.service", "gochatd-worker@.service")

@@ -21,7 +21,7 @@ import psycopg
 import pytest
 import trio
 
-from gochatd.client import Client
+from gochatd.client.client import Client
 from tests.support.daemon_process import DaemonFactory, poll_until, run_cli
 from tests.support.e2e_jobs import reset_executions
 from tests.support.unix_admin import admin_status

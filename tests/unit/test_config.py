@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.config import DEFAULT_QUEUE_WEIGHTS, FIELDS, FIELDS_BY_KEY, load_settings
+from gochatd.config.settings import DEFAULT_QUEUE_WEIGHTS, FIELDS, FIELDS_BY_KEY, load_settings
 from gochatd.errors import ConfigError
 
 
@@ -148,8 +148,8 @@ def test_every_default_is_written_once_in_fields() -> None:
     import dataclasses
     import inspect
 
-    from gochatd.client import Client
-    from gochatd.config import DEFAULTS, Settings
+    from gochatd.client.client import Client
+    from gochatd.config.settings import DEFAULTS, Settings
 
     names = [f.name for f in dataclasses.fields(Settings)]
     assert names == [spec.attr for spec in FIELDS] + ["sources", "config_file"]

@@ -124,7 +124,7 @@ def test_tz_is_for_cron_only() -> None:
 def test_the_decorator_takes_tz() -> None:
     import gochatd
     from gochatd.periodic_jobs.specs import PERIODIC
-    from gochatd.registry import REGISTRY
+    from gochatd.worker.registry import REGISTRY
 
     @gochatd.periodic("30 7 * * mon-fri", job_type="tz:digest_test", tz="Europe/Berlin")
     async def digest(ctx: gochatd.JobContext) -> None: ...

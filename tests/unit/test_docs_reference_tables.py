@@ -9,9 +9,9 @@ import re
 
 from prometheus_client import CollectorRegistry
 
-from gochatd.config import FIELDS, load_settings
+from gochatd.config.settings import FIELDS, load_settings
 from gochatd.gateway.gateway import Gateway
-from gochatd.metrics import Metrics
+from gochatd.obs.metrics import Metrics
 from gochatd.outbox.metrics import OutboxMetrics
 from tests.support.daemon_process import REPO_ROOT
 

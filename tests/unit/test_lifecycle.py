@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import trio
 
-from gochatd.counters import Counters
-from gochatd.lifecycle import CLAIMING, Lifecycle, State
-from gochatd.sdnotify import Notifier
-from gochatd.wakeup import Wakeups
+from gochatd.obs.counters import Counters
+from gochatd.obs.sdnotify import Notifier
+from gochatd.worker.lifecycle import CLAIMING, Lifecycle, State
+from gochatd.worker.wakeup import Wakeups
 
 
 class Jobs:

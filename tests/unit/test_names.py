@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-from gochatd.metrics import EXPORTED_COUNTERS
+from gochatd.obs.metrics import EXPORTED_COUNTERS
 from gochatd.store.base import JobStore
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from gochatd.config import load_settings
+from gochatd.config.settings import load_settings
 from gochatd.errors import ConfigError
-from gochatd.http_handlers import HttpHandlers, HttpRoute, match_route
 from gochatd.periodic_jobs.specs import (
     GRACE_S,
     EverySchedule,
@@ -20,6 +19,7 @@ from gochatd.periodic_jobs.specs import (
     plan_slot,
     slot_text,
 )
+from gochatd.worker.http_handlers import HttpHandlers, HttpRoute, match_route
 
 
 def t(text: str) -> datetime:

@@ -8,7 +8,7 @@ import pytest
 
 from gochatd.dispatch.entries import StreamEntry
 from gochatd.model import CLAIMABLE, OUTCOME_STATUS, TERMINAL, TRANSITIONS, JobStatus, can_transition
-from gochatd.redact import mask_url, redact_error
+from gochatd.obs.redact import mask_url, redact_error
 from gochatd.retry import Backoff, next_delay_s
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from gochatd.config import Settings
-from gochatd.service import Worker
+from gochatd.config.settings import Settings
+from gochatd.worker.service import Worker
 
 
 def _worker(weights: dict[str, int], strict: bool = False) -> Worker:

@@ -7,8 +7,8 @@ import itertools
 
 from trio.testing import MockClock
 
-from gochatd.counters import Counters
 from gochatd.dispatch.outage import WARN_MAX_S, RedisOutage
+from gochatd.obs.counters import Counters
 
 
 async def test_the_warning_backs_off_while_redis_stays_down(mock_clock: MockClock) -> None:

@@ -7,9 +7,10 @@ from email.utils import format_datetime
 
 import pytest
 
-from gochatd import http_handlers, retry
+from gochatd import retry
 from gochatd.outbox import webhook
 from gochatd.retry import MAX_RETRY_AFTER_S, parse_retry_after
+from gochatd.worker import http_handlers
 
 NOW = datetime(2026, 12, 1, 14, 0, tzinfo=UTC)
 

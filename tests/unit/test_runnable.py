@@ -1,4 +1,4 @@
-"""What a daemon can run (daemon/runnable.py): exact types and ``prefix:*`` routes, the
+"""What a daemon can run (daemon/worker/runnable.py): exact types and ``prefix:*`` routes, the
 fleet row's JSON (a row of an older release or a garbled one reads as None), and the
 comparison a streams daemon makes with its peers."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gochatd.runnable import ANY_TYPE, DaemonHandlers, RunnableTypes, WaitingJobs, without_handler
+from gochatd.worker.runnable import ANY_TYPE, DaemonHandlers, RunnableTypes, WaitingJobs, without_handler
 
 SET = RunnableTypes.of(["app:a", "sys:noop"], ["hook:*", "exact:route"])
 

@@ -10,7 +10,7 @@ import pytest
 
 from gochatd.context import JobContext
 from gochatd.errors import InvalidHandler
-from gochatd.registry import REGISTRY, handler_spec, job
+from gochatd.worker.registry import REGISTRY, handler_spec, job
 from tests.badinput.support import one_line_error, run_gochatd
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
-import gochatd.service
-from gochatd.config import Settings
+import gochatd.worker.service
+from gochatd.config.settings import Settings
 from gochatd.outbox.providers import ChannelConfig
-from gochatd.service import Worker
+from gochatd.worker.service import Worker
 
-PACKAGE = Path(gochatd.service.__file__).resolve().parent
+PACKAGE = Path(gochatd.worker.service.__file__).resolve().parent.parent
 
 
 def _module_path(method: object) -> str:
@@ -31,7 +31,7 @@ def test_every_started_loop_is_in_the_docstring_tree(tmp_path: Path) -> None:
     worker = Worker(settings)
     loops = worker._root_loops()
     assert len(loops) == 13  # everything but the watchdog (no $NOTIFY_SOCKET here)
-    tree = gochatd.service.__doc__ or ""
+    tree = gochatd.worker.service.__doc__ or ""
     drawn = {_module_path(loop) for loop in loops}
     drawn |= {_module_path(worker.intake.run), _module_path(worker.capped_backlog.run),
               _module_path(worker.watchdog.run), _module_path(worker.pool.serve)}
@@ -39,7 +39,7 @@ def test_every_started_loop_is_in_the_docstring_tree(tmp_path: Path) -> None:
         assert module in tree, f"{module} is started but not drawn in service.py's tree"
     # And nothing is drawn that is not started: the loops above, the two servers
     # (``_start_servers``) and the runners (one per job, in the pool).
-    drawn |= {"admin/server.py", "gateway/server.py", "runner.py"}
+    drawn |= {"admin/server.py", "gateway/server.py", "worker/runner.py"}
     for line in tree.splitlines():
         if "──" in line and line.rstrip().endswith(".py"):
             assert line.split()[-1] in drawn, line

@@ -12,14 +12,14 @@ from typing import Any
 
 import trio
 
-from gochatd.counters import Counters
-from gochatd.jobpool import ActiveJobs
-from gochatd.lifecycle import Lifecycle
-from gochatd.logs import get_logger
-from gochatd.runtimes import loop_for
-from gochatd.sdnotify import Notifier
-from gochatd.signals import watching_signals
-from gochatd.wakeup import Wakeups
+from gochatd.obs.counters import Counters
+from gochatd.obs.logs import get_logger
+from gochatd.obs.sdnotify import Notifier
+from gochatd.worker.lifecycle import Lifecycle
+from gochatd.worker.pool import ActiveJobs
+from gochatd.worker.runtimes import loop_for
+from gochatd.worker.signals import watching_signals
+from gochatd.worker.wakeup import Wakeups
 from tests.support.wait import wait_until
 
 

@@ -2,10 +2,11 @@
 // with the cursor ("More").
 
 import {
-  $, ago, api, clearMessage, el, fail, features, firstLine, fmtCount, fmtTime, query, setBadge,
+  $, ago, api, clearMessage, el, fail, features, firstLine, fmtCount, query, setBadge,
   setText, showMessage, syncRows, describe,
 } from "./core.js";
 import { detail, selectJob } from "./lists.js";
+import { runsAt } from "./workflows.js";
 
 const PAGE = 50;
 const MAX_PAGE = 500;
@@ -50,7 +51,7 @@ function updateJobRow(tr, job) {
   // of waiting for a worker).
   const pending = job.status === "queued" || job.status === "retrying";
   const future = pending && job.scheduled_at && Date.parse(job.scheduled_at) > Date.now() + 1000;
-  setText(c.scheduled, future ? fmtTime(job.scheduled_at) : "—");
+  setText(c.scheduled, future ? runsAt(job) : "—");
   setText(c.updated, ago(job.updated_at));
   setText(c.error, firstLine(job.last_error));
   c.error.title = job.last_error || "";

@@ -2,9 +2,10 @@
 // detail drawer with the attempts and the controls valid for the job's status.
 
 import {
-  $, act, ago, api, el, enc, fail, features, firstLine, fmtCount, fmtDuration, fmtTime, query,
+  $, act, ago, api, el, enc, fail, features, firstLine, fmtCount, fmtDuration, info, query,
   secondsSince, serves, setBadge, setText, syncRows,
 } from "./core.js";
+import { WAITING, isHeld, loadBatch, renderDependencies, runsAt } from "./workflows.js";
 
 const LIST_LIMIT = 100;
 const PENDING = new Set(["queued", "retrying"]);
@@ -14,7 +15,8 @@ const PENDING = new Set(["queued", "retrying"]);
 export const ACTIONS = {
   run_now: {
     label: "Run now", cls: "primary", method: "post", route: "/v1/jobs/{job_id}/run-now",
-    valid: (j) => PENDING.has(j.status),
+    // Not a job held on its dependencies: it would run before them.
+    valid: (j) => PENDING.has(j.status) && !isHeld(j),
     call: (id) => api("POST", "v1/jobs/" + enc(id) + "/run-now"),
     done: (j) => "Job " + j.id + " runs now",
   },
@@ -71,14 +73,14 @@ export const KINDS = {
   scheduled: {
     title: "Scheduled", note: "queued or retrying jobs not yet due, soonest first",
     params: { scheduled: "true" }, actions: ["run_now", "delete"], bulk: ["run_now", "delete"],
-    columns: [["Status", null, "badge"], ["Runs at", (j) => fmtTime(j.scheduled_at)]],
+    columns: [["Status", null, "badge"], ["Runs at", runsAt]],
     empty: "No scheduled jobs.",
   },
   retries: {
     title: "Retries", note: "failed, waiting for their next attempt",
     params: { status: "retrying" }, actions: ["run_now", "discard", "delete"],
     bulk: ["run_now", "discard", "delete"],
-    columns: [["Next retry", (j) => fmtTime(j.scheduled_at)], ["Error class", (j) => j.error_class || "—", "mono"],
+    columns: [["Next retry", runsAt], ["Error class", (j) => j.error_class || "—", "mono"],
               ["Last error", (j) => firstLine(j.last_error) || "—", "err"]],
     empty: "No jobs are waiting to retry.",
   },
@@ -244,7 +246,10 @@ function selectAll(kind, on) {
 }
 
 function bulkAction(kind, name, button) {
-  const ids = Array.from(selected[kind]).sort((a, b) => a - b);
+  // Run now leaves out jobs held on their dependencies: they would run before them.
+  const held = new Set(name === "run_now" ? shown[kind].filter(isHeld).map((j) => j.id) : []);
+  const ids = Array.from(selected[kind]).filter((id) => !held.has(id)).sort((a, b) => a - b);
+  if (!ids.length && selected[kind].size) info("Not run: the jobs selected wait on their dependencies");
   if (!ids.length) return Promise.resolve();
   if (name === "delete" && !window.confirm("Delete " + ids.length + " jobs? This cannot be undone.")) return Promise.resolve();
   return act(button, BULK_LABEL[name].toLowerCase() + " " + ids.length + " jobs", async () => {
@@ -260,7 +265,7 @@ const FIELD_ORDER = [
   "id", "status", "job_type", "queue", "tenant_id", "priority", "attempts", "max_attempts",
   "fence", "idempotency_key", "cancel_requested", "scheduled_at", "created_at", "updated_at",
   "dispatched_at", "locked_by", "locked_at", "lease_expires_at", "failed_at", "completed_at",
-  "error_class", "last_error", "traceparent", "payload",
+  "error_class", "last_error", "traceparent", "payload", "result",
 ];
 const TIME_FIELDS = new Set([
   "scheduled_at", "created_at", "updated_at", "dispatched_at", "locked_at",
@@ -287,10 +292,13 @@ export function closeDetail() {
   $("job-detail").hidden = true;
 }
 
-function fieldValue(key, value) {
+function fieldValue(key, value, job) {
   if (value === null || value === undefined) return el("span", { class: "null", text: "null" });
-  if (key === "payload") return el("span", { class: "null", text: "(shown above)" });
-  if (Array.isArray(value) && key === "attempt_history") return el("span", { class: "null", text: value.length + " (listed above)" });
+  if (key === "payload" || key === "result") return el("span", { class: "null", text: "(shown above)" });
+  if (Array.isArray(value) && (key === "attempt_history" || key === "depends_on")) {
+    return el("span", { class: "null", text: value.length + " (listed above)" });
+  }
+  if (key === "scheduled_at" && isHeld(job)) return el("span", { title: String(value), text: WAITING });
   if (typeof value === "object") return el("span", { text: JSON.stringify(value) });
   if (TIME_FIELDS.has(key)) {
     return el("span", {}, [el("span", { text: String(value) }), " ",
@@ -322,6 +330,7 @@ function renderDetail(job) {
     button.hidden = !offered(name) || !ACTIONS[name].valid(job);
     button.title = ACTIONS[name].label + " job " + job.id;
   }
+  renderDependencies(job);
   $("detail-error-block").hidden = !(job.error_class || job.last_error);
   setText($("detail-error-class"), job.error_class || "—");
   setText($("detail-last-error"), job.last_error || "—");
@@ -329,17 +338,23 @@ function renderDetail(job) {
   const attempts = Array.isArray(job.attempt_history) ? job.attempt_history : null;
   $("detail-attempts-block").hidden = attempts === null;
   if (attempts) $("detail-attempts-body").replaceChildren(...attempts.map(attemptRow));
+  // What the handler returned (docs/results.md): shown once the job completed with one.
+  const hasResult = job.result !== undefined && job.result !== null;
+  $("detail-result-block").hidden = !hasResult;
+  setText($("detail-result"), hasResult ? JSON.stringify(job.result, null, 2) : "");
   setText($("detail-payload"), JSON.stringify(job.payload === undefined ? null : job.payload, null, 2));
   const keys = FIELD_ORDER.filter((k) => k in job).concat(Object.keys(job).filter((k) => !FIELD_ORDER.includes(k)).sort());
   $("detail-fields").replaceChildren(...keys.map((key) => el("tr", { testid: "detail-row-" + key }, [
-    el("td", { text: key }), el("td", { testid: "detail-field-" + key }, fieldValue(key, job[key])),
+    el("td", { text: key }), el("td", { testid: "detail-field-" + key }, fieldValue(key, job[key], job)),
   ])));
 }
 
 export async function loadDetail(id) {
   try {
     const job = await api("GET", "v1/jobs/" + enc(id));
-    if (detail.id === id) renderDetail(job);
+    if (detail.id !== id) return;
+    renderDetail(job);
+    await loadBatch(job);
   } catch (err) {
     if (err.status === 404 && detail.id === id) {
       closeDetail();  // deleted meanwhile

@@ -142,13 +142,14 @@ function buildQueueRow(q) {
   c.nohandler = el("span", { class: "badge st-nohandler", testid: "queue-nohandler-" + q.queue });
   c.weight = el("td", { class: "num", testid: "queue-weight-" + q.queue });
   c.limit = el("td", { class: "num", testid: "queue-limit-" + q.queue });
+  c.rate = el("td", { class: "num", testid: "queue-rate-" + q.queue });
   for (const col of COUNT_COLUMNS) c[col] = el("td", { class: "num", testid: "queue-" + col + "-" + q.queue });
   c.oldest = el("td", { class: "num", testid: "queue-oldest-" + q.queue });
   c.toggle = el("button", {
     type: "button", class: "small", testid: "pause-" + q.queue,
     onclick: (ev) => toggleQueue(tr._q, ev.currentTarget),
   });
-  tr.append(c.name, el("td", {}, [c.state, " ", c.nohandler]), c.weight, c.limit, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
+  tr.append(c.name, el("td", {}, [c.state, " ", c.nohandler]), c.weight, c.limit, c.rate, ...COUNT_COLUMNS.map((col) => c[col]), c.oldest,
             el("td", { class: "actions" }, c.toggle));
   return tr;
 }
@@ -168,6 +169,7 @@ function updateQueueRow(tr, q) {
   const limit = q.max_running;
   setText(c.limit, limit === null || limit === undefined ? "—" : fmtCount(limit));
   c.limit.classList.toggle("hot", typeof limit === "number" && q.running >= limit);
+  setText(c.rate, q.rate || "—");  // worker.queue_rates, as written: 10/s
   for (const col of COUNT_COLUMNS) numCell(c[col], q[col], col === "dead");
   setText(c.oldest, q.oldest_due_age_s === null || q.oldest_due_age_s === undefined ? "—" : fmtDuration(q.oldest_due_age_s));
   setText(c.toggle, q.paused ? "Resume" : "Pause");

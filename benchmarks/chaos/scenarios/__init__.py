@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
-from benchmarks.chaos.scenarios import clocks, disk, failover, load, postgres, processes, redis
+from benchmarks.chaos.scenarios import (
+    clocks,
+    disk,
+    failover,
+    load,
+    network,
+    postgres,
+    pressure,
+    processes,
+    redis,
+)
 from benchmarks.chaos.scenarios.base import Scenario
 
 _BY_NAME = {s.name: s for s in [*processes.SCENARIOS, *postgres.SCENARIOS, *redis.SCENARIOS,
                                 *load.SCENARIOS, *failover.SCENARIOS,
-                                *clocks.SCENARIOS, *disk.SCENARIOS]}
+                                *clocks.SCENARIOS, *disk.SCENARIOS,
+                                *pressure.SCENARIOS, *network.SCENARIOS]}
 
 ORDER = [
     "crash_recovery", "repeated_kills", "postgres_restart", "pg_backend_kill", "pg_partition",
@@ -16,6 +27,7 @@ ORDER = [
     "retry_storm", "priority_starvation", "poison_job", "rolling_restart", "clock_skew",
     "pg_failover_sync", "pg_failover_async", "host_clock_jump", "db_clock_jump",
     "pg_disk_full", "redis_maxmemory",
+    "active_readers", "idle_in_transaction", "overload", "burst", "slow_network",
 ]
 SCENARIOS: dict[str, Scenario] = {name: _BY_NAME[name] for name in ORDER}
 assert set(SCENARIOS) == set(_BY_NAME), "a scenario is missing from ORDER"

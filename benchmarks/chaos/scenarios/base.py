@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from benchmarks.chaos import flows
 from benchmarks.chaos.database import JobSpec, ScenarioDb
 from benchmarks.chaos.fleet import Fleet
 from benchmarks.chaos.invariants import Fault
@@ -27,6 +28,8 @@ from benchmarks.chaos.wait import hold_for, poll_until
 DELAYED_LATENESS_BOUND_S = 2.0
 #: A planted expired lease must be reaped within reap_interval_s plus this.
 REAP_SLACK_S = 2.0
+#: The slowest drain a scenario waits for, jobs/s: below it the fleet is stuck, not slow.
+MIN_DRAIN_PER_S = 40.0
 
 
 @dataclass
@@ -74,6 +77,11 @@ class Scenario:
     redis_cluster: bool = False
     #: The scenario's database lives on a PostgreSQL of its own (``ctx.cluster``).
     own_cluster: Callable[[Path], OwnCluster] | None = None
+    #: Its ordinary load carries batches and chains (``flows``); off where they would
+    #: blur what the scenario measures (shares of starts, drain rates, a burst's size).
+    workflows: bool = True
+    #: The scenario steps the database's clock: runs are ordered by the audit, not by it.
+    db_clock_jumps: bool = False
 
 
 class Context:
@@ -102,6 +110,8 @@ class Context:
         self.expected_dead: set[int] = set()
         self.ghosts: set[int] = set()
         self.with_effect: set[int] = set()
+        #: The batches and chains enqueued with the ordinary load (``flows``).
+        self.flows = flows.FlowLoad()
         #: Jobs a documented loss took (an asynchronous standby's failover rolled them back):
         #: counted by the scenario, left out of the invariants.
         self.excluded: set[int] = set()
@@ -127,9 +137,13 @@ class Context:
         hold_for(seconds, self.tick)
 
     def drain_timeout_s(self) -> float:
-        """How long the jobs enqueued so far may take, with every fault's slack."""
+        """How long the jobs enqueued so far may take, with every fault's slack: their work
+        spread over the fleet's slots, and for each job at least 1/``MIN_DRAIN_PER_S`` s (a
+        backlog of jobs with no work of their own drains at the claim path's pace: about
+        250 jobs/s for 3 daemons on a 2-core machine, 70 over a 20 ms link)."""
         slots = self.opts.workers * self.timing.concurrency
-        return 45.0 + 4 * self.timing.lease_s + 3.0 * self.work_s_total / max(1, slots)
+        return (45.0 + 4 * self.timing.lease_s + 3.0 * self.work_s_total / max(1, slots)
+                + len(self.jobs) / MIN_DRAIN_PER_S)
 
     def wait_done(self, ids: Iterable[int] | None = None, timeout_s: float | None = None) -> None:
         wanted = sorted(self.jobs if ids is None else ids)
@@ -168,6 +182,10 @@ class Context:
         delay_s: float | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> list[int]:
+        if (self.scenario.workflows and job_type == "chaos:work" and not fail_times
+                and delay_s is None and extra is None and queue != "maint"
+                and count >= flows.MIN_LOAD):
+            self._enqueue_flows(count, queue)
         specs = []
         effects: list[bool] = []
         for _ in range(count):
@@ -186,6 +204,14 @@ class Context:
         if job_type == "chaos:exit" or fail_times >= max_attempts:
             self.expected_dead.update(ids)
         return ids
+
+    def _enqueue_flows(self, count: int, queue: str) -> None:
+        """Batches and chains with an ordinary load of ``count`` jobs, ahead of it."""
+        out = flows.enqueue(self.db, self.flows, self.rng, count, queue)
+        self.jobs.update(out.ids)
+        self.with_effect.update(out.with_effect)
+        self.expected_dead.update(out.expected_dead)
+        self.work_s_total += out.work_s
 
     # -- faults ----------------------------------------------------------------------------
 

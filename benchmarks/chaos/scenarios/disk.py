@@ -17,8 +17,9 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from benchmarks.chaos.disk import DiskCluster
 from benchmarks.chaos.fleet import GOCHATD, HANDLERS
@@ -27,6 +28,8 @@ from benchmarks.chaos.producer import Producer
 from benchmarks.chaos.redis_server import free_port
 from benchmarks.chaos.scenarios.base import Context, OwnCluster, Scenario
 from gochatd.gateway.keys import hash_key
+
+T = TypeVar("T")
 
 
 def _admin_env(workers: int) -> dict[int, dict[str, str]]:
@@ -119,8 +122,11 @@ def pg_disk_full(ctx: Context) -> None:
         full_at = time.time()
         ctx.wait(lambda: sum(producer.out.refused.values()) > 0, timeout_s=30,
                  what="an enqueue refused on the full disk")
-        cli = _cli_enqueue(ctx, url)
-        gateway = _gateway_enqueue(gateway_at)
+        # A write that fits in space PostgreSQL already holds (its WAL segment, a page with
+        # room) may still commit on a full disk: try again until one is refused.
+        clis = _until_refused(lambda: _cli_enqueue(ctx, url), lambda c: c[0] != 0)
+        gateways = _until_refused(lambda: _gateway_enqueue(gateway_at),
+                                  lambda g: g[0] not in (200, 201))
         while time.time() < full_at + full_s or len(probes) < 4:
             probes.append(_probe(ctx, "/readyz"))
             ctx.check(_probe(ctx, "/healthz")[0] == 200, "/healthz did not answer 200 on a full disk")
@@ -139,7 +145,7 @@ def pg_disk_full(ctx: Context) -> None:
         disk.release()
         produced = producer.stop()
     _account(ctx, produced.acked)
-    _judge_refusals(ctx, cli, gateway, probes)
+    _judge_refusals(ctx, clis, gateways, probes)
     ctx.notes.update(enqueues_refused=dict(produced.refused), refused_while_full=refused_while_full)
     ctx.check(refused_while_full > 0, "no enqueue was refused while the disk was full")
     ctx.check(set(produced.refused) <= {"StoreUnavailable"},
@@ -152,17 +158,32 @@ def pg_disk_full(ctx: Context) -> None:
     ctx.probe_maintenance()
 
 
-def _judge_refusals(ctx: Context, cli: tuple[int, str, str], gateway: tuple[int, dict[str, Any]],
+def _until_refused(attempt: Callable[[], T], refused: Callable[[T], bool], tries: int = 5
+                   ) -> list[T]:
+    """``attempt()`` until one is ``refused`` (at most ``tries``), every answer in order."""
+    answers = [attempt()]
+    while not refused(answers[-1]) and len(answers) < tries:
+        answers.append(attempt())
+    return answers
+
+
+def _judge_refusals(ctx: Context, clis: list[tuple[int, str, str]],
+                    gateways: list[tuple[int, dict[str, Any]]],
                     probes: list[tuple[int, dict[str, Any]]]) -> None:
     """The CLI: exit 1 and one line; the gateway: 503; /readyz: 503 saying why. An enqueue
-    that did get through counts as a job like any other."""
-    code, out, err = cli
-    if code == 0:
-        ctx.jobs.add(int(json.loads(out)["id"]))
-    if gateway[0] in (200, 201):
-        ctx.jobs.add(int(gateway[1]["job"]["id"]))
+    that did get through (space PostgreSQL already held) counts as a job like any other;
+    the last try of each must be the refusal."""
+    for code, out, _ in clis:
+        if code == 0:
+            ctx.jobs.add(int(json.loads(out)["id"]))
+    for status, body in gateways:
+        if status in (200, 201):
+            ctx.jobs.add(int(body["job"]["id"]))
+    code, _, err = clis[-1]
+    gateway = gateways[-1]
     lines = [line for line in err.splitlines() if line.strip()]
     ctx.notes.update(cli_exit=code, cli_stderr=err.strip()[:300],
+                     tries_until_refused={"cli": len(clis), "gateway": len(gateways)},
                      gateway_while_full=[gateway[0], gateway[1].get("error", {}).get("code")],
                      readyz_while_full=sorted({json.dumps(b, sort_keys=True) for _, b in probes}))
     ctx.check(code == 1 and len(lines) == 1 and "Traceback" not in err,

@@ -89,5 +89,5 @@ def priority_starvation(ctx: Context) -> None:
 SCENARIOS = [
     Scenario("retry_storm", "many jobs fail and retry at once", retry_storm, timing=_storm_timing),
     Scenario("priority_starvation", "a flood of high with low behind it", priority_starvation,
-             start_fleet=False),
+             start_fleet=False, workflows=False),
 ]

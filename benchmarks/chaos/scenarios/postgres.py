@@ -58,6 +58,16 @@ def pg_backend_kill(ctx: Context) -> None:
     ctx.probe_maintenance()
 
 
+def _late_finishers(ctx: Context, slot: int) -> int:
+    """w0's handlers in flight that write nothing of their own (no effect: a workflow job
+    always writes one, and reads its dependencies through the daemon): cut off, they end
+    at once and their finish waits in the daemon's finisher, the late commit to reject."""
+    running = ctx.db.executions(
+        "SELECT job_id FROM chaos_executions WHERE pid = %s AND ended_at IS NULL",
+        [ctx.fleet.pid(slot)])
+    return sum(1 for (job_id,) in running if int(job_id) not in ctx.with_effect)
+
+
 def pg_partition(ctx: Context) -> None:
     """Black-hole w0's PostgreSQL connections for longer than a lease, then heal. Its
     leases expire and the others re-run its jobs; when the partition heals, w0's held
@@ -74,6 +84,8 @@ def pg_partition(ctx: Context) -> None:
         # their handler at once and hang in w0's finisher: those are the late commits.
         ctx.enqueue(ctx.opts.jobs // len(phases), work_s=(0.2, 0.8), effect_share=0.5)
         ctx.wait_in_flight(0, at_least=4)
+        ctx.wait(lambda: _late_finishers(ctx, 0) >= 2, timeout_s=30, interval_s=0.02,
+                 what="w0 running two handlers that finish without a write of their own")
         pid = ctx.fleet.pid(0)
         fault = ctx.fault(f"pg_{mode.value}", pids=[pid], detail=f"w0 for {seconds:.1f}s")
         ctx.services.proxy.set_mode(listener, mode)

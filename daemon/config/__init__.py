@@ -1,0 +1,2 @@
+"""Settings: the declared keys (``fields``), their value parsers (``values``), the merged
+``Settings`` (``settings``) and reload."""

@@ -1,0 +1,1 @@
+"""Dependent jobs, chains and batches (docs/workflows.md)."""
