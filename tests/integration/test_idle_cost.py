@@ -118,6 +118,12 @@ async def test_routes_are_read_when_announced_and_acked_once(pg_clean: str) -> N
 async def test_the_barrier_counts_a_live_daemon_that_acked_nothing(pg_clean: str) -> None:
     settings = make_settings(pg_clean)
     async with running_worker(settings) as worker:
+        async def beat_once() -> bool:  # ready comes before the fleet loop's first beat
+            rows = await sql(pg_clean, "SELECT 1 FROM gochatd_daemons WHERE id = %s",
+                             [worker.worker_id])
+            return bool(rows)
+
+        await wait_until(beat_once, what="the daemon's first fleet heartbeat")
         source = open_db(pg_clean)
         try:
             with psycopg.connect(pg_clean, autocommit=True) as conn:
