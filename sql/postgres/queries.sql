@@ -98,13 +98,16 @@ RETURNING id;
 -- due are simply not returned. Joined to the ids as a set, so each is one primary-key
 -- lookup: with "id = ANY(...) AND status IN (...)" the planner may pick an index on status
 -- instead, which walks every dead entry while a transaction held open elsewhere keeps them.
+-- For the same reason the status test is written IS NOT DISTINCT FROM, which no index
+-- answers: the generic plan psycopg's prepared statement may settle on otherwise took
+-- background_jobs_waiting_idx when few jobs waited (tests/integration/test_by_id_plans.py).
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_s)s),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
 FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
-  AND j.status IN ('queued', 'retrying')
+  AND (j.status IS NOT DISTINCT FROM 'queued' OR j.status IS NOT DISTINCT FROM 'retrying')
   AND j.scheduled_at <= now()
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
        OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
@@ -120,7 +123,8 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 -- the queues whose waiting jobs all have priority 0: there the stream's order is the rule's
 -- order (docs/priority.md). In a queue holding other priorities nothing is claimed here and
 -- the caller takes as many of the queue's first jobs with claim_due_jobs. Each probe is one
--- descent into an empty range of background_jobs_claimable_idx in the common case.
+-- descent into an empty range of background_jobs_claimable_idx in the common case. The
+-- status test as in claim_jobs: the ids are reached by the primary key only.
 WITH mixed AS MATERIALIZED (
     SELECT q.queue FROM unnest(%(queues)s::text[]) AS q(queue)
     WHERE EXISTS (SELECT 1 FROM background_jobs AS b
@@ -136,7 +140,7 @@ SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
 FROM unnest(%(ids)s::bigint[]) AS claimed(id)
 WHERE j.id = claimed.id
-  AND j.status IN ('queued', 'retrying')
+  AND (j.status IS NOT DISTINCT FROM 'queued' OR j.status IS NOT DISTINCT FROM 'retrying')
   AND j.scheduled_at <= now()
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
        OR j.job_type ^@ ANY(%(runnable_prefixes)s::text[]))
@@ -227,7 +231,8 @@ RETURNING j.id, j.tenant_id, j.job_type, j.queue, j.payload, j.status, j.priorit
 -- no attempt: the applied rows (the UPDATE's RETURNING) feed the job_attempts INSERT, and
 -- a job past %(attempts_kept)s runs loses its oldest one (docs/operations.md). A completion
 -- stores the handler's result (JSON text or NULL; docs/results.md) in the same UPDATE: a
--- stale finish stores none.
+-- stale finish stores none. The status test as in claim_jobs: a generic plan otherwise took
+-- background_jobs_status_idx for 'running', ~1,500 blocks a finish under a held snapshot.
 WITH done AS (
     UPDATE background_jobs AS j
     SET status = u.status,
@@ -246,7 +251,8 @@ WITH done AS (
                 %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[],
                 %(results)s::text[])
          AS u(id, owner, fence, status, delay_s, refund, error_class, last_error, result)
-    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+    WHERE j.id = u.id AND j.status IS NOT DISTINCT FROM 'running' AND j.locked_by = u.owner
+      AND j.fence = u.fence
       /* AND scope */
     RETURNING j.id, j.fence, j.locked_at, j.locked_by, j.error_class, j.last_error,
               CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
@@ -265,10 +271,12 @@ WITH done AS (
 SELECT id FROM done;
 
 -- name: extend_leases
+-- The status test as in finish_jobs: the ids are reached by the primary key only.
 UPDATE background_jobs AS j
 SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS u(id, fence)
-WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s AND j.status = 'running'
+WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s
+  AND j.status IS NOT DISTINCT FROM 'running'
   /* AND scope */
 RETURNING j.id, j.cancel_requested;
 
@@ -643,7 +651,7 @@ WHERE status IN ('completed', 'dead', 'cancelled')
 -- name: finish_jobs_with_replies
 -- finish_jobs plus the replies of the completions that applied, in one statement: a stale
 -- owner or fence, or a job that did not complete, writes no reply (and, as in finish_jobs,
--- records no attempt).
+-- records no attempt). The status test as in finish_jobs.
 WITH done AS (
     UPDATE background_jobs AS j
     SET status = u.status,
@@ -662,7 +670,8 @@ WITH done AS (
                 %(delays)s::float8[], %(refunds)s::bool[], %(classes)s::text[], %(errors)s::text[],
                 %(results)s::text[])
          AS u(id, owner, fence, status, delay_s, refund, error_class, last_error, result)
-    WHERE j.id = u.id AND j.status = 'running' AND j.locked_by = u.owner AND j.fence = u.fence
+    WHERE j.id = u.id AND j.status IS NOT DISTINCT FROM 'running' AND j.locked_by = u.owner
+      AND j.fence = u.fence
       /* AND scope */
     RETURNING j.id, j.tenant_id, j.status, j.fence, j.locked_at, j.locked_by, j.error_class,
               j.last_error, CASE WHEN u.refund THEN 'interrupted' ELSE u.status END AS outcome
