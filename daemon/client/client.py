@@ -75,8 +75,8 @@ class ClientCore:
         self.streams: RedisStreams | None = None
         self.max_payload_bytes = max_payload_bytes
         self.on_enqueued = on_enqueued
-        #: False after an XADD failed; enqueues then rely on the database wake-up instead,
-        #: and XADD is tried again after DISPATCH_RETRY_S.
+        #: False after an XADD failed (or Redis did not answer at open); enqueues then rely
+        #: on the database wake-up instead, and XADD is tried again after DISPATCH_RETRY_S.
         self.dispatch_ok = True
         self._dispatch_retry_at = 0.0
         self._log = get_logger(component="client")
@@ -109,6 +109,9 @@ class ClientCore:
             self.dispatch_ok = True
         return self.streams is not None and self.dispatch_ok
 
+    def _dispatch_down(self) -> None:
+        self.dispatch_ok, self._dispatch_retry_at = False, self._now() + DISPATCH_RETRY_S
+
     def _publisher(self) -> Publisher | None:
         return Publisher(self.streams) if self.streams is not None else None
 
@@ -117,8 +120,7 @@ class ClientCore:
         then tell the owner (wake-ups)."""
         if publisher is not None and publisher.failed:
             refs = publisher.failed
-            self.dispatch_ok = False
-            self._dispatch_retry_at = self._now() + DISPATCH_RETRY_S
+            self._dispatch_down()
             self._log.warning("xadd_failed", job_id=refs[0].job_id, jobs=len(refs),
                               queue=refs[0].queue, error=publisher.error,
                               note="the sweep will re-dispatch it")
@@ -189,7 +191,9 @@ class Client(ClientCore):
             await streams.open()
             self._owned.push_async_callback(streams.close)
             self.streams = streams
-            await streams.check_url()  # a wrong URL is refused before anything is written
+            if not await streams.check_url():  # a wrong URL is refused before any write
+                self._dispatch_down()  # not tried for DISPATCH_RETRY_S: the sweep dispatches
+                self._log.warning("redis_unavailable", note="the sweep will dispatch the jobs")
 
     async def __aexit__(
         self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
@@ -351,8 +355,7 @@ class Client(ClientCore):
         return await self._waiter.wait(self._store().get_job, job_id, timeout_s)
 
     async def list_job_attempts(self, job_id: int) -> list[JobAttempt]:
-        """The job's recorded runs, newest first (docs/operations.md); empty for a job never
-        run, or unknown."""
+        """The job's recorded runs, newest first; empty if never run or unknown."""
         return await self._store().list_job_attempts(job_id)
 
     async def list_jobs(self, flt: JobFilter) -> list[Job]:
@@ -367,9 +370,8 @@ class Client(ClientCore):
         return await job_controls.retry(self._store(), job_id, actor=actor)
 
     async def cancel(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
-        """Cancel a job: a queued or retrying job becomes ``cancelled`` at once; a running one
-        gets ``cancel_requested`` and its worker cancels the handler at the next heartbeat.
-        Raises ``JobNotFound``, or ``InvalidTransition`` for a finished job."""
+        """Cancel a job: a waiting one at once; a running one's worker cancels its handler at
+        the next heartbeat. ``JobNotFound``, or ``InvalidTransition`` for a finished job."""
         return await job_controls.cancel(self._store(), job_id, actor=actor)
 
     async def delete(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
@@ -378,9 +380,8 @@ class Client(ClientCore):
         return await job_controls.delete(self._store(), job_id, actor=actor)
 
     async def run_now(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:
-        """Make a queued or retrying job that is not yet due due now; it is then dispatched
-        like any due job (a job due already is returned unchanged). Raises ``JobNotFound``,
-        or ``InvalidTransition`` for a job in any other status."""
+        """Make a waiting job due now (one already due is returned unchanged). Raises
+        ``JobNotFound``, or ``InvalidTransition`` for a job in any other status."""
         return await job_controls.run_now(self._store(), job_id, actor=actor)
 
     async def discard(self, job_id: int, *, actor: str = CLIENT_ACTOR) -> Job:

@@ -11,13 +11,13 @@ scope: cancelling an in-flight XREADGROUP can strand an entry in the PEL, which
 
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from gochatd.dispatch.entries import StreamEntry, entry_from_redis
@@ -150,16 +150,20 @@ class RedisStreams:
         if client is not None:
             close_client(client)
 
-    def check_url_here(self) -> None:
+    def check_url_here(self) -> bool:
         """``check_url`` on the calling thread, through the thread-safe client."""
-        with contextlib.suppress(DispatchUnavailable), translated():
-            client = self._shared_client()
-            ping(client)
-            if not self.cluster and cluster_enabled(client):
-                raise ConfigError(
-                    f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
-                    "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True for "
-                    "gochatd.Client and SyncClient)")
+        try:
+            with translated():
+                client = self._shared_client()
+                ping(client)
+                if not self.cluster and cluster_enabled(client):
+                    raise ConfigError(
+                        f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
+                        "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True "
+                        "for gochatd.Client and SyncClient)")
+        except DispatchUnavailable:
+            return False
+        return True
 
     def _shared_client(self) -> RedisClient:
         """Thread-safe (a connection pool): for callers on other pools' threads. Made on
@@ -206,18 +210,15 @@ class RedisStreams:
         await self._call(lambda r: r.xadd(probe, {"probe": "1"}, nomkstream=True))
         self.writes_refused = False
 
-    async def check_url(self) -> None:
+    async def check_url(self) -> bool:
         """Refuse a URL the server never accepts (a database index it does not have) and a
         Redis Cluster node without ``redis_cluster`` (its MOVED replies would fail every
         XADD): ``ConfigError``. An outage says nothing about the URL: the database
-        dispatches meanwhile, so it passes."""
-        with contextlib.suppress(DispatchUnavailable):
-            await self.ping()
-            if not self.cluster and await self._call(cluster_enabled):
-                raise ConfigError(
-                    f"redis_url: {mask_url(self._url)} is a Redis Cluster node; set "
-                    "redis_cluster: true (GOCHAT_REDIS_CLUSTER=true; redis_cluster=True for "
-                    "gochatd.Client and SyncClient)")
+        dispatches meanwhile, so it passes; returns whether Redis answered. Through the
+        shared client, on a worker thread: a Redis that answers nothing holds the caller
+        ``HERE_TIMEOUT_S``. (A pool thread's own client would connect, and so wait out its
+        5 s socket timeout, when made.)"""
+        return await anyio.to_thread.run_sync(self.check_url_here)
 
     async def ensure_groups(self, queues: Sequence[str]) -> None:
         group = self.group
