@@ -23,6 +23,7 @@ worker stops claiming. In polling mode the poller already covers these jobs.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -81,13 +82,16 @@ class CappedBacklog:
         if self._lifecycle.dispatch is not State.STREAMS or free <= 0:
             return BacklogResult(0)
         poll = self._lacking_peers()
-        reopened = self._claims.reopened(self._queues.order())
+        order = self._queues.order()
+        reopened = self._claims.reopened(order)
         if not (poll or reopened or self._store.tenant_limits or self._store.queue_limits):
             return BacklogResult(0)
+        if poll:
+            reopened = order
         with trio.CancelScope(shield=True), trio.move_on_after(CLAIM_SLACK_S):
             claimed = await self._claims.claimer().claim_due_jobs(
-                self._queues.order() if poll else reopened, free, self._worker_id,
-                self.config.lease_s) if poll or reopened else []
+                reopened, free, self._worker_id, self.config.lease_s) if reopened else []
+            self._queues.charge(reopened, Counter(c.job.queue for c in claimed))
             if not poll and len(claimed) < free and (
                     self._store.tenant_limits or self._store.queue_limits):
                 claimed.extend(await self._store.claim_capped_backlog(

@@ -18,6 +18,7 @@ backoff, the error counter, the reason /readyz shows). Claimed jobs start in the
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -161,6 +162,7 @@ class Intake:
         # into our PEL. The read is bounded by BLOCK instead, and stop waits for it.
         with trio.CancelScope(shield=True), trio.move_on_after(streams.block_s + READ_SLACK_S):
             entries = await streams.read(order, free, streams.block_s, fill_first=fill_first)
+            self._queues.charge(order, Counter(streams.queue_of(e.stream) for e in entries))
             claimed = await self.accept_entries(streams, entries) if entries else 0
             return IntakeResult(claimed, len(entries))
         return IntakeResult(0)
@@ -302,10 +304,12 @@ class Intake:
         # Shielded like a stream read: a claim cancelled after it committed would leave
         # jobs running under a lease nobody heartbeats.
         claimed: list[ClaimedJob] = []
+        order = self._queues.order()
         with trio.CancelScope(shield=True), trio.move_on_after(READ_SLACK_S):
             claimed = await self.claims.claimer().claim_due_jobs(
-                self._queues.order(), free, self._worker_id, self.config.lease_s)
+                order, free, self._worker_id, self.config.lease_s)
             self._pool.start_jobs(claimed)
+        self._queues.charge(order, Counter(c.job.queue for c in claimed))
         if claimed:
             return IntakeResult(len(claimed))
         return IntakeResult(0, next_due_in_s=await self._store.next_due_in_s(

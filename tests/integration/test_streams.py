@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import redis
+import trio
+from benchmarks.chaos.proxy import FaultProxy, Mode
 
 from gochatd.client.client import Client
 from gochatd.loops.schedule import sweep_period_s
@@ -30,7 +33,6 @@ from tests.integration.helpers import (
     wait_for_status,
 )
 from tests.support.harness import make_settings
-from tests.support.redis_server import free_port
 from tests.support.wait import wait_until
 
 MALFORMED: list[dict[Any, Any]] = [
@@ -133,10 +135,22 @@ async def test_lost_dispatch_is_healed_by_the_sweep(
     settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=0.5)
     async with started_worker(settings, registry=make_registry()) as run:
         if how == "xadd-fails":
-            dead_redis = f"redis://127.0.0.1:{free_port()}/0"
-            async with Client(backend_url, dead_redis) as producer:
-                job_id = (await producer.enqueue("sys:noop", {})).id
-                assert producer.dispatch_ok is False  # the XADD failed, the enqueue did not
+            # Redis answers the producer's open, then refuses every connection: the row is
+            # marked dispatched and its XADD fails. (A producer that finds Redis down at
+            # open leaves the job undispatched, for the sweep's other half.)
+            proxy = FaultProxy()
+            await trio.to_thread.run_sync(proxy.start)
+            try:
+                real = urlsplit(redis_url)
+                port = await trio.to_thread.run_sync(proxy.add, "redis", "127.0.0.1", real.port)
+                proxied = real._replace(netloc=f"127.0.0.1:{port}").geturl()
+                async with Client(backend_url, proxied) as producer:
+                    assert producer.dispatch_ok is True
+                    await trio.to_thread.run_sync(proxy.set_mode, "redis", Mode.REFUSE)
+                    job_id = (await producer.enqueue("sys:noop", {})).id
+                    assert producer.dispatch_ok is False  # the XADD failed, the enqueue did not
+            finally:
+                await trio.to_thread.run_sync(proxy.stop)
         else:
             job_id = await insert_job(backend_url, dispatched=True)
         row = await run.worker.store.get_job(job_id)
