@@ -19,7 +19,7 @@ from gochatd.errors import InvalidJob, InvalidTransition, JobNotFound
 from gochatd.model import Finish, JobStatus, Outcome
 from gochatd.store import open_store
 from gochatd.worker.registry import HandlerSpec, Registry
-from gochatd.workflows.model import DEPENDENCY_FAILED, HELD_UNTIL
+from gochatd.workflows.model import DEPENDENCY_FAILED, HELD_UNTIL, MAX_WORKFLOW_ITEMS
 from tests.integration.helpers import make_registry, migrate, started_worker
 from tests.support.harness import make_settings
 
@@ -254,3 +254,37 @@ async def test_deleting_a_job_others_wait_on_counts_as_cancelled(url: str) -> No
         assert links is not None
         assert [(d.job_id, d.status) for d in links.dependencies] == [
             (first.id, JobStatus.CANCELLED), (second.id, JobStatus.QUEUED)]
+
+
+@pytest.mark.parametrize("ending", ["dead", "discarded", "deleted"])
+async def test_the_longest_chain_is_cancelled_whole_when_its_head_fails(
+        url: str, ending: str) -> None:
+    """A chain as long as one call takes: its head's failure cancels every job after it in
+    the one transaction that ended the head (one statement for the whole chain, not one
+    trigger inside another per link: PostgreSQL's stack and SQLite's trigger depth end
+    long before)."""
+    store = open_store(url)
+    await store.open()
+    try:
+        async with gochatd.Client(store=store) as client:
+            chain = await client.chain([gochatd.NewJob("w:step", {"n": n}, queue="long")
+                                        for n in range(MAX_WORKFLOW_ITEMS)])
+            head = chain[0].id
+            if ending == "dead":
+                [claimed] = await store.claim_jobs([head], "w1", 30.0)
+                assert await store.finish_jobs([Finish(head, "w1", claimed.fence,
+                                                       Outcome.DEAD, "default")]) == {head}
+            elif ending == "discarded":
+                await client.discard(head)
+            else:
+                await client.delete(head)
+            last = await client.get_job(chain[-1].id)
+            assert last is not None and (last.status, last.error_class) == (
+                JobStatus.CANCELLED, DEPENDENCY_FAILED)
+            assert last.last_error == f"dependency {chain[-2].id} ended cancelled"
+            counts = await store.count_jobs_by_status()
+            assert counts[JobStatus.CANCELLED] == len(chain) - 1, counts
+            links = await client.job_links(chain[-1].id, with_results=False)
+            assert links is not None and [d.resolved for d in links.dependencies] == [True]
+    finally:
+        await store.close()
