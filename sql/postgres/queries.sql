@@ -373,14 +373,30 @@ WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
 
 -- name: next_due_in_s
 -- due_within_s: as claim_due_jobs' window (a job due before it is found by the claim's next
--- full pass); NULL: all of them.
-SELECT (EXTRACT(EPOCH FROM min(scheduled_at)) - EXTRACT(EPOCH FROM now()))::float8
-FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND queue = ANY(%(queues)s::text[])
-  AND scheduled_at >= coalesce(now() - make_interval(secs => %(due_within_s)s), '-infinity')
-  AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
-       OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
-  /* AND scope */;
+-- full pass); NULL: all of them. Waiting jobs not yet dispatched, soonest first
+-- (background_jobs_undispatched_idx), and dispatched ones, each due by the time it was
+-- dispatched (background_jobs_dispatched_idx, within the window by dispatch time too):
+-- the claim index would read every waiting job of the queues for the minimum.
+SELECT (EXTRACT(EPOCH FROM least(
+    (SELECT min(scheduled_at) FROM background_jobs
+     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NULL
+       AND queue = ANY(%(queues)s::text[])
+       AND scheduled_at >= coalesce(now() - make_interval(secs => %(due_within_s)s),
+                                    '-infinity')
+       AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+            OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+       /* AND scope */),
+    (SELECT min(scheduled_at) FROM background_jobs
+     WHERE status IN ('queued', 'retrying') AND dispatched_at IS NOT NULL
+       AND queue = ANY(%(queues)s::text[])
+       AND dispatched_at >= coalesce(now() - make_interval(secs => %(due_within_s)s),
+                                     '-infinity')
+       AND scheduled_at >= coalesce(now() - make_interval(secs => %(due_within_s)s),
+                                    '-infinity')
+       AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+            OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+       /* AND scope */)))
+    - EXTRACT(EPOCH FROM now()))::float8;
 
 -- name: next_lease_expiry_in_s
 -- The reaper's next pass (loops/reap.py): seconds (database clock) until the earliest lease
@@ -451,8 +467,9 @@ ORDER BY id DESC
 LIMIT %(limit)s;
 
 -- name: list_scheduled_jobs
--- Waiting jobs not yet due, soonest first (background_jobs_waiting_idx); the cursor is the
--- last id of the previous page, whose (scheduled_at, id) the next page starts after.
+-- Waiting jobs not yet due, soonest first (background_jobs_deferred_idx: a job not yet due
+-- was due later than it was written); the cursor is the last id of the previous page, whose
+-- (scheduled_at, id) the next page starts after.
 SELECT id, tenant_id, job_type, queue, payload, status, priority, attempts, max_attempts,
        scheduled_at, created_at, updated_at, fence, idempotency_key, locked_by, locked_at,
        lease_expires_at, last_error, error_class, failed_at, completed_at, dispatched_at,
@@ -465,7 +482,7 @@ WHERE (%(status)s::text IS NULL OR status = %(status)s)
        OR job_type ILIKE %(pattern)s ESCAPE '\' OR tenant_id ILIKE %(pattern)s ESCAPE '\'
        OR payload::text ILIKE %(pattern)s ESCAPE '\')
   AND id > coalesce(%(search_after_id)s::bigint, 0)
-  AND status IN ('queued', 'retrying') AND scheduled_at > now()
+  AND status IN ('queued', 'retrying') AND scheduled_at > now() AND scheduled_at > created_at
   AND (%(after_id)s::bigint IS NULL OR (scheduled_at, id) > (
        SELECT c.scheduled_at, c.id FROM background_jobs AS c WHERE c.id = %(after_id)s))
   /* AND scope */
@@ -476,13 +493,14 @@ LIMIT %(limit)s;
 -- Queued jobs not yet due (the part of queued the dashboard shows as Scheduled, as the
 -- queues' delayed column does; a retrying job counts under retrying only).
 SELECT count(*) FROM background_jobs
-WHERE status = 'queued' AND scheduled_at > now()
+WHERE status = 'queued' AND scheduled_at > now() AND scheduled_at > created_at
   /* AND scope */;
 
 -- name: count_scheduled_jobs
 -- Waiting jobs not yet due (a subset of queued + retrying: the dashboard shows it apart).
+-- background_jobs_deferred_idx, as list_scheduled_jobs.
 SELECT count(*) FROM background_jobs
-WHERE status IN ('queued', 'retrying') AND scheduled_at > now()
+WHERE status IN ('queued', 'retrying') AND scheduled_at > now() AND scheduled_at > created_at
   /* AND scope */;
 
 -- name: requeue_job
