@@ -103,7 +103,8 @@ class Reaper:
             try:
                 if (await self.run_once()).count >= BATCH:
                     continue
-                wait_s = self.config.wait_s(await self._store.next_lease_expiry_in_s())
+                wait_s = self.config.wait_s(await self._store.next_lease_expiry_in_s(
+                    self._window.time.lookback_s()))
             except StoreUnavailable as exc:
                 self._counters.transient_error("reap_failed", exc)
             await trio.sleep(wait_s)

@@ -34,6 +34,15 @@ class ScanWindow:
         self._started: float | None = None
         self._started_full = False
 
+    def lookback_s(self) -> float | None:
+        """What a pass starting now would look back (None: a full pass), without starting
+        one: how far back a question about the window's rows must reach."""
+        if self._complete_at is None:
+            return None
+        if self._full_at is None or self._clock() - self._full_at >= self.full_every_s:
+            return None
+        return self._clock() - self._complete_at + self.margin_s
+
     def begin(self) -> float | None:
         """Start a pass: the seconds it must look back, or None for a full pass."""
         now = self._clock()

@@ -151,9 +151,11 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         """The highest job id (0 for none)."""
         ...
 
-    async def next_lease_expiry_in_s(self) -> float | None:
+    async def next_lease_expiry_in_s(self, expired_within_s: float | None = None
+                                     ) -> float | None:
         """Seconds (database clock) until the earliest running job's lease expires
-        (negative: expired already); None when no job runs."""
+        (negative: expired already); None when no job runs. ``expired_within_s``: only
+        leases that expired that recently or later (the reaper's window); None: all."""
         ...
 
     async def dispatch_due_jobs(self, queues: Sequence[str], limit: int) -> list[DispatchRef]:

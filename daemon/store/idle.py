@@ -17,8 +17,10 @@ class SqlIdleOps(StoreCore):
     #: Whether pause, route and fleet changes are announced (``wait_for_control``).
     control_notifications = False
 
-    async def next_lease_expiry_in_s(self) -> float | None:
-        rows = await self._read("next_lease_expiry_in_s", {})
+    async def next_lease_expiry_in_s(self, expired_within_s: float | None = None
+                                     ) -> float | None:
+        rows = await self._read("next_lease_expiry_in_s",
+                                {"expired_within_s": expired_within_s})
         value = rows[0][0] if rows else None
         return None if value is None or math.isnan(value) else float(value)
 

@@ -10,8 +10,11 @@
 -- only, so the bloated claim index looks the dearer one) and walked every dead entry:
 -- ~8,000 blocks a claim. So no other index answers a waiting status:
 --
--- * the listing by status keeps its index for the other statuses (a listing of queued or
---   retrying jobs reads the claim index, or the primary key backwards);
+-- * the listing by status keeps its index for the finished statuses only (a listing of
+--   queued or retrying jobs reads the claim index, or the primary key backwards; of running
+--   jobs, at most the fleet's concurrency, background_jobs_lease_idx). The same trap was
+--   there for running jobs: the reaper's generic plans read status_idx for 'running', one
+--   dead entry per job that ever ran;
 -- * the Scheduled tab's index holds only jobs due later than they were written (delayed
 --   jobs, retries, requeued and dependent jobs): a job not yet due is one of them, and the
 --   claim, which asks for due jobs, cannot prove it is reading one of them. An immediate job
@@ -19,7 +22,7 @@
 DROP INDEX IF EXISTS background_jobs_status_idx;
 CREATE INDEX IF NOT EXISTS background_jobs_status_idx
     ON background_jobs (status, id)
-    WHERE status NOT IN ('queued', 'retrying');
+    WHERE status NOT IN ('queued', 'retrying', 'running');
 
 DROP INDEX IF EXISTS background_jobs_waiting_idx;
 CREATE INDEX IF NOT EXISTS background_jobs_deferred_idx

@@ -285,16 +285,28 @@ RETURNING j.id, j.cancel_requested;
 -- last complete pass, loops/reap.py), plus any expired lease of a row newer than
 -- created_after_id (a row written with an old lease, by foreign SQL); NULL: all of them.
 -- Each reaped run is recorded as a lease_expired attempt, as finish_jobs records its own.
+-- The three ways in are three index ranges, not one filter: written as one OR, the plan read
+-- background_jobs_lease_idx from its start and tested each entry, every dead one included
+-- (under a transaction held open elsewhere, one per job that ever ran: docs/chaos.md). The
+-- status tests written IS NOT DISTINCT FROM keep the lease index out of the ways that must
+-- not read it (as claim_jobs does).
 WITH expired AS MATERIALIZED (
-    SELECT id FROM background_jobs
-    WHERE status = 'running'
-      AND ((lease_expires_at < now()
-            AND lease_expires_at >= coalesce(now() - make_interval(secs => %(expired_within_s)s),
-                                             '-infinity'))
-           OR (id > %(created_after_id)s AND lease_expires_at < now())
-           OR lease_expires_at IS NULL)
-      /* AND scope */
-    ORDER BY lease_expires_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    SELECT j.id
+    FROM (SELECT w.id, w.lease_expires_at FROM background_jobs AS w  -- background_jobs_lease_idx
+          WHERE w.status = 'running' AND w.lease_expires_at < now()
+            AND w.lease_expires_at >= coalesce(
+                now() - make_interval(secs => %(expired_within_s)s), '-infinity')
+          UNION
+          SELECT n.id, n.lease_expires_at FROM background_jobs AS n  -- background_jobs_pkey
+          WHERE n.status IS NOT DISTINCT FROM 'running' AND n.id > %(created_after_id)s
+            AND n.lease_expires_at < now()
+          UNION
+          SELECT u.id, u.lease_expires_at FROM background_jobs AS u  -- background_jobs_lease_idx
+          WHERE u.status = 'running' AND u.lease_expires_at IS NULL) AS candidate
+    JOIN background_jobs AS j ON j.id = candidate.id  -- background_jobs_pkey
+    WHERE j.status IS NOT DISTINCT FROM 'running'
+      /* AND scope(j) */
+    ORDER BY candidate.lease_expires_at LIMIT %(limit)s FOR UPDATE OF j SKIP LOCKED
 ), reaped AS (
     UPDATE background_jobs
     SET status = CASE WHEN cancel_requested THEN 'cancelled'
@@ -401,9 +413,14 @@ SELECT (EXTRACT(EPOCH FROM least(
 -- name: next_lease_expiry_in_s
 -- The reaper's next pass (loops/reap.py): seconds (database clock) until the earliest lease
 -- of a running job expires; negative when one already has; NULL when nothing runs.
+-- expired_within_s: leases that expired that recently at the earliest (the reaper's window:
+-- older ones were reaped by a complete pass), so the read starts inside
+-- background_jobs_lease_idx, after the dead entries of every lease long gone; NULL: all.
 SELECT (EXTRACT(EPOCH FROM min(lease_expires_at)) - EXTRACT(EPOCH FROM now()))::float8
 FROM background_jobs
 WHERE status = 'running'
+  AND lease_expires_at >= coalesce(now() - make_interval(secs => %(expired_within_s)s),
+                                   '-infinity')
   /* AND scope */;
 
 -- name: newest_job_id

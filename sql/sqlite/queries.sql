@@ -272,9 +272,12 @@ WHERE status IN ('queued', 'retrying') AND queue IN (SELECT value FROM json_each
   /* AND scope */;
 
 -- name: next_lease_expiry_in_s
+-- expired_within_s: the reaper's window (see PostgreSQL's); NULL: all of them.
 SELECT min(lease_expires_at) - ((julianday('now') - 2440587.5) * 86400.0)
 FROM background_jobs
 WHERE status = 'running'
+  AND lease_expires_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0)
+                                   - :expired_within_s, -1e308)
   /* AND scope */;
 
 -- name: newest_job_id

@@ -50,3 +50,21 @@ def test_a_full_pass_comes_back_every_full_every_s() -> None:
     window.complete()
     clock.now += 1
     assert window.begin() == 2.0
+
+
+def test_lookback_says_what_the_next_pass_would_look_back_without_starting_it() -> None:
+    clock = Clock()
+    window = ScanWindow(margin_s=10.0, full_every_s=60.0, clock=clock)
+    assert window.lookback_s() is None  # nothing complete yet: everything
+    window.begin()
+    window.complete()
+    clock.now += 5
+    assert window.lookback_s() == 15.0
+    assert window.lookback_s() == 15.0  # asking twice changes nothing
+    assert window.begin() == 15.0
+    clock.now += 2
+    assert window.lookback_s() == 17.0  # that pass has not completed
+    window.complete()
+    assert window.lookback_s() == 12.0  # from the start of the pass that completed
+    clock.now += 60
+    assert window.lookback_s() is None  # a full pass is due

@@ -45,7 +45,8 @@ class RoutedControls(RouterBase):
         store = self.store_now(None) if what == "pauses" else self.home
         return await store.wait_for_control(what, timeout_s)
 
-    async def next_lease_expiry_in_s(self) -> float | None:
-        found = [x for x in await self._each(lambda s: s.next_lease_expiry_in_s())
-                 if x is not None]
+    async def next_lease_expiry_in_s(self, expired_within_s: float | None = None
+                                     ) -> float | None:
+        found = [x for x in await self._each(
+            lambda s: s.next_lease_expiry_in_s(expired_within_s)) if x is not None]
         return min(found) if found else None
