@@ -12,7 +12,6 @@ way in."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import psycopg
@@ -20,22 +19,12 @@ import pytest
 from psycopg import sql
 
 from gochatd.store.queries import load_queries, load_scoped_queries
+from tests.support.pg_plans import positional as to_positional
 
 #: The statements that name their rows by id in an array (and the plain and scoped text of
 #: each).
 BY_ID = ("claim_jobs", "claim_delivered_jobs", "finish_jobs", "finish_jobs_with_replies",
          "extend_leases")
-
-
-def _positional(text: str) -> tuple[str, list[str]]:
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return re.sub(r"%\((\w+)\)s", number, text), names
 
 
 def _scans(node: dict[str, Any], out: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
@@ -71,7 +60,7 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_in_a_generic_plan
     few_running: str, name: str, scoped: bool,
 ) -> None:
     text = (load_scoped_queries if scoped else load_queries)("postgres")[name]
-    positional, names = _positional(text)
+    positional, names = to_positional(text)
     with psycopg.connect(few_running, autocommit=True) as conn:
         conn.execute("SET plan_cache_mode = force_generic_plan")
         conn.execute(sql.SQL("PREPARE by_id AS {}").format(sql.SQL(positional)))

@@ -16,6 +16,7 @@ from gochatd.store import open_store
 from gochatd.store.claim_window import FULL_EVERY_S
 from gochatd.store.postgres import PostgresStore
 from gochatd.store.queries import load_queries
+from tests.support.pg_plans import held_snapshot, index_entries_returned
 
 JOBS = 1500
 PASSES_SLACK_S = 3.0
@@ -34,14 +35,7 @@ async def pg_store(pg_clean: str) -> AsyncIterator[PostgresStore]:
 
 @pytest.fixture
 def reader(pg_clean: str) -> Iterator[psycopg.Connection[Any]]:
-    """A REPEATABLE READ snapshot held open: no dead version newer than it can go."""
-    conn = psycopg.connect(pg_clean, autocommit=True)  # the BEGIN below is the transaction
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    conn.execute("SELECT count(*) FROM background_jobs").fetchone()
-    try:
-        yield conn
-    finally:
-        conn.close()
+    yield from held_snapshot(pg_clean)
 
 
 def _insert_old(url: str, count: int) -> None:
@@ -61,12 +55,9 @@ def _index_entries_read(url: str, due_within_s: float | None) -> int:
     sql = load_queries("postgres")["claim_due_jobs"]
     with psycopg.connect(url) as conn:  # one transaction: its own statistics
         assert conn.execute(sql, params).fetchall() == []  # the queue is empty
-        row = conn.execute(
-            "SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index"
-            " WHERE indrelid = 'background_jobs'::regclass").fetchone()
+        read = index_entries_returned(conn)
         conn.rollback()
-    assert row is not None
-    return int(row[0] or 0)
+    return read
 
 
 async def _drain(store: PostgresStore, url: str) -> int:

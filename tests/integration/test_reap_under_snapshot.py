@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 from gochatd.store.queries import load_queries
+from tests.support.pg_plans import held_snapshot, index_entries_returned
 
 JOBS = 1500
 WINDOW_S = 20.0
@@ -20,14 +21,7 @@ WINDOW_S = 20.0
 
 @pytest.fixture
 def reader(pg_clean: str) -> Iterator[psycopg.Connection[Any]]:
-    """A REPEATABLE READ snapshot held open: no dead version newer than it can go."""
-    conn = psycopg.connect(pg_clean, autocommit=True)  # the BEGIN below is the transaction
-    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-    conn.execute("SELECT count(*) FROM background_jobs").fetchone()
-    try:
-        yield conn
-    finally:
-        conn.close()
+    yield from held_snapshot(pg_clean)
 
 
 def _ran_an_hour_ago(url: str) -> int:
@@ -51,12 +45,9 @@ def _index_entries_read(url: str, name: str, params: dict[str, Any], mode: str) 
         conn.execute(f"SET LOCAL plan_cache_mode = {mode}")
         rows = conn.execute(load_queries("postgres")[name], params, prepare=True).fetchall()
         assert rows in ([], [(None,)])  # nothing to reap, no lease running
-        row = conn.execute(
-            "SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid)) FROM pg_index"
-            " WHERE indrelid = 'background_jobs'::regclass").fetchone()
+        read = index_entries_returned(conn)
         conn.rollback()
-    assert row is not None
-    return int(row[0] or 0)
+    return read
 
 
 @pytest.mark.parametrize("mode", ["force_custom_plan", "force_generic_plan"])

@@ -12,7 +12,6 @@ answers a waiting status now."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ import pytest
 from psycopg import sql
 
 from gochatd.store.queries import load_queries, load_scoped_queries
+from tests.support.pg_plans import positional as to_positional
 
 #: The statements that look for a queue's waiting jobs by queue and priority.
 BY_QUEUE = ("claim_due_jobs", "claim_delivered_jobs", "pick_due_job_ids",
@@ -35,17 +35,6 @@ ARGS: dict[str, Any] = {
 }  # any other parameter: NULL
 
 
-def _positional(text: str) -> tuple[str, list[str]]:
-    names: list[str] = []
-
-    def number(match: re.Match[str]) -> str:
-        if match.group(1) not in names:
-            names.append(match.group(1))
-        return f"${names.index(match.group(1)) + 1}"
-
-    return re.sub(r"%\((\w+)\)s", number, text), names
-
-
 def _indexes(node: dict[str, Any], out: set[str]) -> set[str]:
     """Every way the plan reads ``background_jobs``: an index name, or the scan's type."""
     if node.get("Relation Name") == "background_jobs" and "Scan" in node["Node Type"]:
@@ -56,7 +45,7 @@ def _indexes(node: dict[str, Any], out: set[str]) -> set[str]:
 
 
 def _plan(conn: psycopg.Connection[Any], text: str, mode: str) -> set[str]:
-    positional, names = _positional(text)
+    positional, names = to_positional(text)
     conn.execute(f"SET plan_cache_mode = {mode}")
     conn.execute("DEALLOCATE ALL")
     conn.execute(sql.SQL("PREPARE waiting AS {}").format(sql.SQL(positional)))
