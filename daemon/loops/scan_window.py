@@ -34,26 +34,22 @@ class ScanWindow:
         self._started: float | None = None
         self._started_full = False
 
-    def lookback_s(self) -> float | None:
+    def lookback_s(self, now: float | None = None) -> float | None:
         """What a pass starting now would look back (None: a full pass), without starting
         one: how far back a question about the window's rows must reach."""
-        if self._complete_at is None:
+        now = self._clock() if now is None else now
+        if (self._complete_at is None or self._full_at is None
+                or now - self._full_at >= self.full_every_s):
             return None
-        if self._full_at is None or self._clock() - self._full_at >= self.full_every_s:
-            return None
-        return self._clock() - self._complete_at + self.margin_s
+        return now - self._complete_at + self.margin_s
 
     def begin(self) -> float | None:
         """Start a pass: the seconds it must look back, or None for a full pass."""
         now = self._clock()
+        lookback = self.lookback_s(now)
         self._started = now
-        self._started_full = (
-            self._complete_at is None or self._full_at is None
-            or now - self._full_at >= self.full_every_s
-        )
-        if self._started_full or self._complete_at is None:
-            return None
-        return now - self._complete_at + self.margin_s
+        self._started_full = lookback is None
+        return lookback
 
     def complete(self) -> None:
         """The pass begun last left nothing behind: later passes start from it."""
