@@ -30,7 +30,6 @@ from gochatd.store import JobStore
 from gochatd.worker.pool import ActiveJobs
 from gochatd.worker.runner import StopReason
 
-
 #: The share of a lease the guard leaves when it stops the handlers: after the heartbeats
 #: at 1/3 and 2/3 of it have been tried, before the lease can expire.
 STOP_MARGIN_SHARE = 1 / 6
