@@ -89,11 +89,12 @@ async def test_retry_backoff_is_persisted_and_respected(
     """The first failure stops the worker, so the row is seen in 'retrying' before any
     retry: scheduled_at - updated_at (one statement, database clock) is the drawn delay,
     which must lie in (0, min(retry_cap_s, retry_base_s)]. Later attempts start no earlier
-    than that scheduled_at."""
+    than that scheduled_at. One handler slot: while the first attempt runs no claim can be
+    in flight, so none can take the retry (the draw may be 2 ms) before the stop."""
     base_s, cap_s = 0.3, 0.2
     settings = make_settings(
         backend_url, redis_url if with_redis else "",
-        worker_retry_base_s=base_s, worker_retry_cap_s=cap_s,
+        worker_retry_base_s=base_s, worker_retry_cap_s=cap_s, worker_concurrency=1,
     )
     first_worker: list[Worker] = []
     seen_at_start: list[Job] = []
