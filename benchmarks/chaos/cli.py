@@ -50,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--burst-jobs", type=int, metavar="N",
                    help=f"the burst cell's burst (default {DEFAULT_PRESSURE[2]}; "
                    f"smoke {SMOKE_PRESSURE[2]})")
+    p.add_argument("--pg-set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a postgresql.conf setting for the run's cluster, repeatable "
+                   "(shared_preload_libraries=pg_stat_statements: each pressure phase "
+                   "reports its top statements)")
     return p
 
 
@@ -72,9 +76,16 @@ def parse(argv: Sequence[str]) -> Options:
     burst = args.burst_jobs if args.burst_jobs is not None else burst
     if not (minutes > 0 and rate > 0 and burst >= 10):
         parser.error("--pressure-minutes and --pressure-rate must be positive, --burst-jobs >= 10")
+    pg_settings: dict[str, str] = {}
+    for item in args.pg_set:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            parser.error(f"--pg-set wants NAME=VALUE, got {item!r}")
+        pg_settings[name.strip()] = value.strip()
     return Options(scenarios=list(names), jobs=jobs, workers=args.workers, seed=args.seed,
                    smoke=args.smoke, report=args.report, keep=args.keep,
-                   pressure_s=minutes * 60, pressure_rate=rate, burst_jobs=int(burst))
+                   pressure_s=minutes * 60, pressure_rate=rate, burst_jobs=int(burst),
+                   pg_settings=pg_settings)
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:

@@ -152,6 +152,37 @@ def table_stats(db: ScenarioDb) -> dict[str, float]:
             "autovacuum_count": float(autovac)}
 
 
+_STATEMENTS_LOADED = """
+SELECT 1 FROM pg_settings
+WHERE name = 'shared_preload_libraries' AND strpos(setting, 'pg_stat_statements') > 0"""
+
+#: The statements that took the most database time: normalised text (parameters are $n,
+#: never values), calls, time and buffers per call.
+_TOP_STATEMENTS = """
+SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 120), calls,
+       round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
+       round((shared_blks_hit + shared_blks_read)::numeric / greatest(calls, 1), 1)
+FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database
+                                      WHERE datname = current_database())
+ORDER BY total_exec_time DESC LIMIT %s"""
+
+
+def reset_statements(db: ScenarioDb) -> bool:
+    """Start a phase's statement figures afresh; False when ``pg_stat_statements`` is not
+    loaded (``--pg-set shared_preload_libraries=pg_stat_statements``)."""
+    if not db.query(_STATEMENTS_LOADED):
+        return False
+    db.query("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    db.query("SELECT pg_stat_statements_reset()")
+    return True
+
+
+def top_statements(db: ScenarioDb, limit: int = 8) -> list[dict[str, Any]]:
+    return [{"query": q, "calls": int(c), "total_ms": float(t), "mean_ms": float(m),
+             "blocks_per_call": float(b)}
+            for q, c, t, m, b in db.query(_TOP_STATEMENTS, [limit])]
+
+
 def rss_mb(pids: list[int]) -> float:
     """The largest resident set of these processes now (MiB; 0 for one that is gone)."""
     worst = 0.0

@@ -222,8 +222,9 @@ def _dump(ctx: Context, path: Path) -> None:
     path.write_text(json.dumps(doc), encoding="utf-8")
 
 
-def start_services(base: Path, workers: int, stack: contextlib.ExitStack) -> Services:
-    cluster = PgCluster(base, free_port())
+def start_services(base: Path, workers: int, stack: contextlib.ExitStack,
+                   pg_settings: dict[str, str] | None = None) -> Services:
+    cluster = PgCluster(base, free_port(), settings=pg_settings)
     stack.callback(cluster.stop)
     cluster.init()
     cluster.start()
@@ -246,7 +247,7 @@ def run(opts: Options, on_result: Callable[[ScenarioResult], None] | None = None
     results: list[ScenarioResult] = []
     try:
         with contextlib.ExitStack() as stack:
-            services = start_services(base, opts.workers, stack)
+            services = start_services(base, opts.workers, stack, opts.pg_settings)
             for name in opts.scenarios:
                 result = run_scenario(SCENARIOS[name], opts, services)
                 results.append(result)

@@ -62,6 +62,10 @@ class Options:
     pressure_s: float = 120.0
     pressure_rate: float = 600.0
     burst_jobs: int = 100_000
+    #: ``--pg-set``: settings appended to the run's cluster's postgresql.conf (diagnostics:
+    #: ``shared_preload_libraries=pg_stat_statements`` adds each pressure phase's top
+    #: statements to its notes).
+    pg_settings: dict[str, str] = field(default_factory=dict)
 
 
 DEFAULT_JOBS = 1000

@@ -35,7 +35,7 @@ def test_chaos_smoke_all_scenarios_hold_the_invariants(tmp_path: Path) -> None:
     report = tmp_path / "chaos.json"
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.chaos", "--scenario", "all", "--smoke",
-         "--report", str(report)],
+         "--report", str(report), "--pg-set", "shared_preload_libraries=pg_stat_statements"],
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         stdin=subprocess.DEVNULL,
     )
@@ -72,6 +72,10 @@ def test_chaos_smoke_all_scenarios_hold_the_invariants(tmp_path: Path) -> None:
     assert by_name["active_readers"]["notes"]["throughput_ratio"] >= 0.9
     assert by_name["active_readers"]["notes"]["snapshots_opened"] >= 4
     assert by_name["idle_in_transaction"]["notes"]["throughput_ratio"] >= 0.9
+    # --pg-set loaded pg_stat_statements: each pressure phase names its costliest statements.
+    top = by_name["idle_in_transaction"]["notes"]["idle_tx"]["top_statements"]
+    assert top and all(s["calls"] > 0 for s in top), top
+    assert any("background_jobs" in s["query"] for s in top), top
     assert by_name["burst"]["notes"]["burst"]["jobs"] >= 3000
     assert by_name["slow_network"]["notes"]["enqueue_scaling"] >= 5
     assert by_name["slow_network"]["notes"]["leases_expired_or_timed_out"] == 0

@@ -14,9 +14,11 @@ from benchmarks.chaos.pressure import (
     SnapshotHolders,
     completed_between,
     percentile,
+    reset_statements,
     rss_mb,
     start_latencies_ms,
     table_stats,
+    top_statements,
 )
 from benchmarks.chaos.scenarios.base import Context, Scenario
 
@@ -48,6 +50,7 @@ def _phase(ctx: Context, name: str, rate: float, seconds: float,
     samples: list[dict[str, float]] = []
     pids = [ctx.fleet.pid(s) for s in range(ctx.opts.workers)]
     rss = 0.0
+    statements = reset_statements(ctx.db)
     producer = BulkProducer(ctx.db.app_url, None, rate_per_s=rate, queue=queue).start()
     t0 = time.time()
     next_sample = t0
@@ -75,6 +78,8 @@ def _phase(ctx: Context, name: str, rate: float, seconds: float,
         "rss_max_mb": rss, "dead_tuples_peak": max((s["n_dead_tup"] for s in samples), default=0),
         "stats_end": table_stats(ctx.db),
     }
+    if statements:
+        out["top_statements"] = top_statements(ctx.db)
     ctx.notes[name] = out
     return out
 
