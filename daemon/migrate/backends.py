@@ -148,16 +148,26 @@ class Database:
         self.connect()
         if self._pg is not None:
             return self._pg.execute(sql, params).fetchall()
-        assert self._lite is not None
-        return self._lite.execute(sql, params or {}).fetchall()
+        return self._lite_run(sql, params).fetchall()
 
     def execute(self, sql: str, params: dict[str, Any] | None = None) -> None:
         self.connect()
         if self._pg is not None:
             self._pg.execute(sql, params)
             return
+        self._lite_run(sql, params)
+
+    def _lite_run(self, sql: str, params: dict[str, Any] | None) -> sqlite3.Cursor:
+        """SQLite prepares a statement again when another process changed the schema, a few
+        times; a ``migrate start`` installing its triggers meanwhile can outrun that."""
         assert self._lite is not None
-        self._lite.execute(sql, params or {})
+        for _ in range(3):
+            try:
+                return self._lite.execute(sql, params or {})
+            except sqlite3.OperationalError as exc:
+                if "schema has changed" not in str(exc):
+                    raise
+        return self._lite.execute(sql, params or {})
 
     def execute_script(self, sql: str) -> None:
         """Several statements without parameters (DDL): one simple query on PostgreSQL,
