@@ -156,10 +156,11 @@ _STATEMENTS_LOADED = """
 SELECT 1 FROM pg_settings
 WHERE name = 'shared_preload_libraries' AND strpos(setting, 'pg_stat_statements') > 0"""
 
-#: The statements that took the most database time: normalised text (parameters are $n,
-#: never values), calls, time and buffers per call.
+#: The statements that took the most database time: normalised text without its comments
+#: (parameters are $n, never values), calls, time and buffers per call.
 _TOP_STATEMENTS = """
-SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 120), calls,
+SELECT left(regexp_replace(regexp_replace(query, '--[^\\n]*', '', 'g'), '\\s+', ' ', 'g'), 120),
+       calls,
        round(total_exec_time::numeric, 1), round(mean_exec_time::numeric, 3),
        round((shared_blks_hit + shared_blks_read)::numeric / greatest(calls, 1), 1)
 FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database
