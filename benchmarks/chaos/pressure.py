@@ -36,6 +36,9 @@ class Offered:
     #: (job id, the producer's wall clock just before the enqueue call that wrote it)
     jobs: list[tuple[int, float]] = field(default_factory=list)
     refused: int = 0
+    #: How long each accepted ``enqueue_many`` call took (INSERT, commit, XADD), ms: the
+    #: part of enqueue->start the producer's own call accounts for.
+    calls_ms: list[float] = field(default_factory=list)
 
 
 class BulkProducer:
@@ -88,6 +91,7 @@ class BulkProducer:
         except GochatdError:
             self.out.refused += size
         else:
+            self.out.calls_ms.append((time.time() - at) * 1000)
             self.out.jobs.extend((r.job.id, at) for r in results)
         return size
 

@@ -218,7 +218,8 @@ def burst(ctx: Context) -> None:
             ctx.hold(1.0)
             rss = max(rss, rss_mb(pids))
     finally:
-        trickle = _take(ctx, producer.stop())
+        offered = producer.stop()
+        trickle = _take(ctx, offered)
         ctx.healed(fault)
     drained_s = time.time() - t0
     ctx.wait_done([j for j, _ in trickle])
@@ -228,7 +229,10 @@ def burst(ctx: Context) -> None:
         "jobs": len(ids), "enqueued_in_s": round(enqueued_s, 1), "drained_in_s": round(drained_s, 1),
         "drain_per_s": round(len(ids) / drained_s, 1), "rss_before_mb": rss_before,
         "rss_max_mb": rss, "trickle_jobs": len(trickle), "trickle_p99_ms": round(p99, 1),
-        "trickle_p50_ms": round(percentile(lat, 50), 1), "stats_end": table_stats(ctx.db)}
+        "trickle_p50_ms": round(percentile(lat, 50), 1),
+        "trickle_call_p50_ms": round(percentile(offered.calls_ms, 50), 1),
+        "trickle_call_p99_ms": round(percentile(offered.calls_ms, 99), 1),
+        "stats_end": table_stats(ctx.db)}
     bound = _p99_bound(ctx, clean["p99_ms"])
     ctx.check(p99 <= bound, f"trickle p99 {p99:.0f} ms during the burst (bound {bound:.0f} ms)")
     ctx.check(rss <= rss_before + RSS_GROWTH_MAX_MB,
