@@ -12,6 +12,7 @@ pass is younger than half the interval at the next pass and older at the one aft
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -86,19 +87,19 @@ class Scheduler:
     async def sweep(self, *, windowed: bool = True) -> int:
         """Re-dispatch jobs whose dispatch is older than a sweep interval; windowed, only
         those dispatched since the last complete pass (plus that interval)."""
-        healed, left_behind = 0, False
         older_than_s = sweep_period_s(self.config.sweep_interval_s)
         within_s = self._window.begin() if windowed else None
-        for queue in self._queues.queues:
-            room = SWEEP_TARGET - await self._streams.backlog(queue)
-            refs = await self._store.redispatch_stale_jobs(
-                queue, older_than_s, room,
-                dispatched_within_s=None if within_s is None else within_s + older_than_s,
-            )
-            left_behind = left_behind or len(refs) >= room
-            if refs:
-                await self._streams.publish(refs)
-                healed += len(refs)
+        rooms = {queue: SWEEP_TARGET - await self._streams.backlog(queue)
+                 for queue in self._queues.queues}
+        refs = await self._store.redispatch_stale_jobs(
+            rooms, older_than_s,
+            dispatched_within_s=None if within_s is None else within_s + older_than_s,
+        )
+        if refs:
+            await self._streams.publish(refs)
+        healed = len(refs)
+        found = Counter(ref.queue for ref in refs)
+        left_behind = any(found[queue] >= room for queue, room in rooms.items())
         if windowed and not left_behind:
             self._window.complete()
         if healed:

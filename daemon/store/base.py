@@ -163,11 +163,12 @@ class JobStore(OutboxStore, PeriodicSlotStore, JobTypeStore, FleetStore, Protoco
         ...
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int, *,
+        self, limits: Mapping[str, int], older_than_s: float, *,
         dispatched_within_s: float | None = None,
     ) -> list[DispatchRef]:
-        """Waiting jobs last dispatched more than ``older_than_s`` ago, marked dispatched now
-        for a new XADD; with ``dispatched_within_s`` only those last dispatched that
+        """Waiting jobs last dispatched more than ``older_than_s`` ago, at most
+        ``limits[queue]`` of each queue, marked dispatched now for a new XADD (one statement
+        for every queue); with ``dispatched_within_s`` only those last dispatched that
         recently (a keyset window)."""
         ...
 

@@ -218,15 +218,16 @@ class SqlJobStore(SqlOutboxOps, SqlPeriodicOps, SqlRouteOps, SqlJobTypeOps, SqlC
         return [ref_from_row(r) for r in rows]
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int, *,
+        self, limits: Mapping[str, int], older_than_s: float, *,
         dispatched_within_s: float | None = None,
     ) -> list[DispatchRef]:
-        if limit <= 0:
+        wanted = {queue: limit for queue, limit in limits.items() if limit > 0}
+        if not wanted:
             return []
         rows = await self._write(
             "redispatch_stale_jobs",
-            {"queue": queue, "older_than_s": older_than_s, "limit": limit,
-             "dispatched_within_s": dispatched_within_s},
+            {"queues": self._list(list(wanted)), "limits": self._list(list(wanted.values())),
+             "older_than_s": older_than_s, "dispatched_within_s": dispatched_within_s},
         )
         return [ref_from_row(r) for r in rows]
 

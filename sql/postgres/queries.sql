@@ -353,21 +353,27 @@ FROM due WHERE j.id = due.id
 RETURNING j.id, j.job_type, j.queue, j.tenant_id;
 
 -- name: redispatch_stale_jobs
--- The sweep: due jobs whose last dispatch is older than the sweep interval (lost XADDs).
+-- The sweep: due jobs whose last dispatch is older than the sweep interval (lost XADDs), at
+-- most limits[i] of queues[i] (what its stream is not already holding), every queue in one
+-- statement: an idle daemon's sweep is one transaction, not one per queue.
 -- dispatched_within_s: only jobs last dispatched that recently (the sweep's window since its
 -- last complete pass, loops/schedule.py); NULL: all of them.
 WITH stale AS MATERIALIZED (
-    SELECT id FROM background_jobs
-    WHERE queue = %(queue)s AND status IN ('queued', 'retrying') AND scheduled_at <= now()
-      AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
-           OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
-      AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
-      AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
-                                    '-infinity')
-      /* AND scope */
-    ORDER BY dispatched_at, id
-    LIMIT %(limit)s
-    FOR UPDATE SKIP LOCKED
+    SELECT s.id
+    FROM unnest(%(queues)s::text[], %(limits)s::int[]) AS q(queue, room)
+    CROSS JOIN LATERAL (
+        SELECT id FROM background_jobs
+        WHERE queue = q.queue AND status IN ('queued', 'retrying') AND scheduled_at <= now()
+          AND (%(runnable_any)s::bool OR job_type = ANY(%(runnable_types)s::text[])
+               OR job_type ^@ ANY(%(runnable_prefixes)s::text[]))
+          AND dispatched_at < now() - make_interval(secs => %(older_than_s)s)
+          AND dispatched_at >= coalesce(now() - make_interval(secs => %(dispatched_within_s)s),
+                                        '-infinity')
+          /* AND scope */
+        ORDER BY dispatched_at, id
+        LIMIT q.room
+        FOR UPDATE SKIP LOCKED
+    ) AS s
 )
 UPDATE background_jobs AS j SET dispatched_at = now()
 FROM stale WHERE j.id = stale.id

@@ -238,18 +238,23 @@ WHERE id IN (
 RETURNING id, job_type, queue, tenant_id;
 
 -- name: redispatch_stale_jobs
+-- At most limits[i] of queues[i], every queue in one statement (see PostgreSQL's).
 UPDATE background_jobs SET dispatched_at = ((julianday('now') - 2440587.5) * 86400.0) /* next_change */
 WHERE id IN (
-    SELECT id FROM background_jobs
-    WHERE queue = :queue AND status IN ('queued', 'retrying') AND scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
-      AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
-           OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
-                      WHERE substr(job_type, 1, length(tp.value)) = tp.value))
-      AND dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
-      AND dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0) - :dispatched_within_s, -1e308)
-      /* AND scope */
-    ORDER BY dispatched_at, id
-    LIMIT :limit)
+    SELECT id FROM (
+        SELECT b.id AS id, json_extract(:limits, '$[' || q.key || ']') AS room,
+               row_number() OVER (PARTITION BY b.queue ORDER BY b.dispatched_at, b.id) AS n
+        FROM json_each(:queues) AS q JOIN background_jobs AS b ON b.queue = q.value
+        WHERE b.status IN ('queued', 'retrying')
+          AND b.scheduled_at <= ((julianday('now') - 2440587.5) * 86400.0)
+          AND (:runnable_any OR job_type IN (SELECT value FROM json_each(:runnable_types))
+               OR EXISTS (SELECT 1 FROM json_each(:runnable_prefixes) AS tp
+                          WHERE substr(job_type, 1, length(tp.value)) = tp.value))
+          AND b.dispatched_at < ((julianday('now') - 2440587.5) * 86400.0) - :older_than_s
+          AND b.dispatched_at >= coalesce(((julianday('now') - 2440587.5) * 86400.0)
+                                          - :dispatched_within_s, -1e308)
+          /* AND scope(b) */)
+    WHERE n <= room)
 RETURNING id, job_type, queue, tenant_id;
 
 -- name: next_undispatched_in_s

@@ -95,11 +95,11 @@ async def test_dispatch_sweep_and_next_due_only_runnable_types(store: JobStore) 
     # The sweep: both dispatched now; only the runnable one is dispatched again.
     dispatched = await enqueue(store, "app:other", dispatch_now=True)
     assert dispatched.dispatched_at is not None
-    assert [r.job_id for r in await store.redispatch_stale_jobs("default", -1.0, 10)] == [
+    assert [r.job_id for r in await store.redispatch_stale_jobs({"default": 10}, -1.0)] == [
         mine.id]
     store.runnable = ANY_TYPE
     assert [r.job_id for r in await store.dispatch_due_jobs(["default"], 10)] == [other.id]
-    assert {r.job_id for r in await store.redispatch_stale_jobs("default", -1.0, 10)} == {
+    assert {r.job_id for r in await store.redispatch_stale_jobs({"default": 10}, -1.0)} == {
         mine.id, other.id, dispatched.id}
 
 

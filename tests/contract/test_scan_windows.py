@@ -1,5 +1,6 @@
 """The keyset windows of the reaper and the sweep (loops/scan_window.py): a windowed pass
-finds only what became due inside its window; a pass without one finds everything."""
+finds only what became due inside its window; a pass without one finds everything. And the
+sweep's one statement for every queue, each with its own limit."""
 
 from __future__ import annotations
 
@@ -55,8 +56,25 @@ async def test_sweep_window_leaves_older_dispatches_to_a_full_pass(
     await _set(backend_url, "dispatched_at", old.id, 3600)
     await _set(backend_url, "dispatched_at", recent.id, 100)
 
-    windowed = await store.redispatch_stale_jobs("default", 30.0, 100, dispatched_within_s=600.0)
+    windowed = await store.redispatch_stale_jobs({"default": 100}, 30.0, dispatched_within_s=600.0)
     assert [r.job_id for r in windowed] == [recent.id]
-    full = await store.redispatch_stale_jobs("default", 30.0, 100)
+    full = await store.redispatch_stale_jobs({"default": 100}, 30.0)
     assert [r.job_id for r in full] == [old.id]
-    assert await store.redispatch_stale_jobs("default", 30.0, 100) == []  # all fresh now
+    assert await store.redispatch_stale_jobs({"default": 100}, 30.0) == []  # all fresh now
+
+
+async def test_redispatch_takes_each_queues_own_limit_in_one_call(
+    store: JobStore, backend_url: str
+) -> None:
+    """One statement for every queue (an idle sweep is one transaction), each queue's limit
+    its own: the oldest dispatches of each, however many the other queues have."""
+    jobs = {q: [await enqueue(store, f"{q}{i}", queue=q) for i in range(3)]
+            for q in ("q1", "q2", "q3")}
+    await store.dispatch_due_jobs(["q1", "q2", "q3"], 100)
+    for q, age_s in (("q1", 300), ("q2", 200), ("q3", 100)):  # each queue's oldest first
+        for i, job in enumerate(jobs[q]):
+            await _set(backend_url, "dispatched_at", job.id, age_s - i)
+    refs = await store.redispatch_stale_jobs({"q1": 1, "q2": 2, "q3": 0}, 30.0)
+    assert sorted(r.job_id for r in refs) == sorted(
+        [jobs["q1"][0].id, jobs["q2"][0].id, jobs["q2"][1].id])
+    assert {r.queue for r in refs} == {"q1", "q2"}

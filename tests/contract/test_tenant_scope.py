@@ -124,7 +124,7 @@ async def _check_dispatch_and_claims(
     refs = await store.dispatch_due_jobs(["default"], 100)
     assert {r.job_id for r in refs} == _ids(mine.queued[1:])
     assert await store.next_due_in_s(["default"], undispatched_only=True) is None
-    stale = await store.redispatch_stale_jobs("default", -1.0, 100)
+    stale = await store.redispatch_stale_jobs({"default": 100}, -1.0)
     assert {r.job_id for r in stale} == _ids(mine.queued)
     # The tenant-limit claim paths (full_tenants, pick_*, claim_jobs_limited) ...
     store.tenant_limits = {A: 50, B: 50}

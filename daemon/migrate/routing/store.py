@@ -229,11 +229,11 @@ class RoutedStore(RoutedFleet, RoutedControls, RoutedWorkflows):
         return concat(await self._each(lambda s: s.dispatch_due_jobs(queues, limit)))
 
     async def redispatch_stale_jobs(
-        self, queue: str, older_than_s: float, limit: int, *,
+        self, limits: Mapping[str, int], older_than_s: float, *,
         dispatched_within_s: float | None = None,
     ) -> list[DispatchRef]:
         return concat(await self._each(lambda s: s.redispatch_stale_jobs(
-            queue, older_than_s, limit, dispatched_within_s=dispatched_within_s)))
+            limits, older_than_s, dispatched_within_s=dispatched_within_s)))
 
     async def next_due_in_s(self, queues: Sequence[str], undispatched_only: bool) -> float | None:
         found = [x for x in await self._each(
