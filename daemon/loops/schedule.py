@@ -6,7 +6,9 @@ clock, or until woken by an enqueue or a notification. Twice per ``sweep_interva
 sweep re-dispatches due jobs whose last dispatch is older than half the interval (lost
 XADDs), topping up only what the stream is not already holding, and trims acknowledged
 entries. So a lost XADD is healed within one ``sweep_interval_s``: a row marked just after a
-pass is younger than half the interval at the next pass and older at the one after.
+pass is younger than half the interval at the next pass and older at the one after. A pass
+that filled a queue's room (``MAXLEN`` trimmed entries never read, Redis lost its data)
+is followed by another within ``REFILL_AGAIN_S``, until the stranded jobs are back.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from gochatd.worker.wakeup import Wakeup
 
 DISPATCH_BATCH = 500
 SWEEP_TARGET = 1000
+#: After a pass that filled a queue's room (a stream trimmed or flushed under many jobs),
+#: the next pass comes this soon instead of half an interval later; the room still bounds
+#: each pass, so this never floods a stream.
+REFILL_AGAIN_S = 1.0
 #: Marking rows dispatched and XADDing them is one step: a cancel in between (the worker
 #: stopping) would leave rows marked but never added, stranded until the sweep.
 DISPATCH_SHIELD_S = 15.0
@@ -70,6 +76,7 @@ class Scheduler:
         self._counters = counters
         self._window = ScanWindow()
         self._next_sweep: float | None = None
+        self._refilled = False  # the last pass filled a queue's room: more may be stranded
         self._log = get_logger(worker_id=worker_id)
 
     def reconfigure(self, settings: Settings) -> None:
@@ -89,6 +96,8 @@ class Scheduler:
         those dispatched since the last complete pass (plus that interval)."""
         older_than_s = sweep_period_s(self.config.sweep_interval_s)
         within_s = self._window.begin() if windowed else None
+        # Trimmed first: what a stream then holds bounds its backlog (group_backlog).
+        await self._streams.trim(self._queues.queues)
         rooms = {queue: SWEEP_TARGET - await self._streams.backlog(queue)
                  for queue in self._queues.queues}
         refs = await self._store.redispatch_stale_jobs(
@@ -100,12 +109,12 @@ class Scheduler:
         healed = len(refs)
         found = Counter(ref.queue for ref in refs)
         left_behind = any(found[queue] >= room for queue, room in rooms.items())
+        self._refilled = any(0 < room <= found[queue] for queue, room in rooms.items())
         if windowed and not left_behind:
             self._window.complete()
         if healed:
             self._counters.inc("sweep_redispatched", healed)
             self._log.info("sweep_redispatched", jobs=healed)
-        await self._streams.trim(self._queues.queues)
         return healed
 
     async def run_once(self) -> ScheduleResult:
@@ -120,6 +129,8 @@ class Scheduler:
         if trio.current_time() >= self._next_sweep:
             self._next_sweep = trio.current_time() + period_s
             swept = await self.sweep()
+            if self._refilled:
+                self._next_sweep = min(self._next_sweep, trio.current_time() + REFILL_AGAIN_S)
         wait_s = math.inf
         due_in = await self._store.next_due_in_s(self._queues.queues, undispatched_only=True)
         if due_in is not None:

@@ -13,8 +13,9 @@ import trio
 from benchmarks.chaos.proxy import FaultProxy, Mode
 
 from gochatd.client.client import Client
-from gochatd.loops.schedule import sweep_period_s
+from gochatd.loops.schedule import SWEEP_TARGET, sweep_period_s
 from gochatd.model import JobStatus
+from gochatd.new_job import NewJob
 from gochatd.worker.registry import HandlerSpec
 from tests.integration.helpers import (
     STREAM_GROUP,
@@ -229,3 +230,44 @@ async def test_entry_stranded_in_a_dead_consumers_pel_is_reclaimed(
     assert counters.get("reclaimed_stream_entries", 0) >= 1
     assert counters.get("sweep_redispatched", 0) == 0
     assert done.attempts == 1 and done.fence == 1
+
+
+async def test_jobs_whose_entries_were_trimmed_unread_are_swept_back(
+    backend_url: str, redis_url: str
+) -> None:
+    """``MAXLEN`` trims entries nobody read (a backlog above ``stream_maxlen``): Redis's lag
+    keeps counting them. The sweep must see an empty stream, not a full one, and re-dispatch
+    their jobs; a pass that filled its room (1,000) is followed by another within
+    ``REFILL_AGAIN_S``, not half an interval later (chaos ``overload`` at 10 minutes left
+    80,083 jobs stranded for good behind an empty stream)."""
+    interval_s = 20.0  # the loop's first pass comes 10 s after the start, the next 10 s later
+    n = SWEEP_TARGET + 200
+    await migrate(backend_url)
+    key = stream_key()
+
+
+    def group_that_has_read(r: redis.Redis) -> None:
+        # A group that has read through an entry keeps an exact read counter: its lag is
+        # then entries added less entries read, whatever the stream still holds.
+        r.xgroup_create(key, STREAM_GROUP, id="0", mkstream=True)
+        r.xadd(key, {"note": "read and acked before the test"})
+        [[_, [(entry_id, _)]]] = r.xreadgroup(STREAM_GROUP, "earlier", {key: ">"}, count=1)
+        r.xack(key, STREAM_GROUP, entry_id)
+
+    await redis_call(redis_url, group_that_has_read)
+    async with Client(backend_url, redis_url) as producer:
+        results = await producer.enqueue_many([NewJob("sys:noop", {"n": i}) for i in range(n)])
+    ids = [r.job.id for r in results]
+    await sql(backend_url, "UPDATE background_jobs SET dispatched_at = "
+              f"{now_sql(backend_url, -60.0)}")  # XADDed a minute ago: lost by now
+    await redis_call(redis_url, lambda r: r.xtrim(key, maxlen=0, approximate=False))
+    info = await redis_call(redis_url, lambda r: r.xinfo_groups(key))
+    assert await redis_call(redis_url, lambda r: r.xlen(key)) == 0
+    assert info[0]["lag"] is not None and int(info[0]["lag"]) >= n  # Redis still counts them
+    settings = make_settings(backend_url, redis_url, worker_redis_sweep_interval_s=interval_s)
+    async with started_worker(settings, registry=make_registry()) as run:
+        started = trio.current_time()
+        await wait_all_status(run.worker.store, ids, JobStatus.COMPLETED,
+                              timeout_s=sweep_period_s(interval_s) + 7.0)
+        took_s = trio.current_time() - started
+    assert took_s < 2 * sweep_period_s(interval_s), took_s
