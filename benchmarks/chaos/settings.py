@@ -20,6 +20,8 @@ class Timing:
     shutdown_grace_s: float = 5.0
     concurrency: int = 8
     db_pool_size: int = 4
+    #: ``worker.redis.stream_maxlen``: the cell ``overload`` sets it below its backlog.
+    stream_maxlen: int = 100_000
 
     @property
     def recovery_bound_s(self) -> float:
@@ -39,6 +41,7 @@ class Timing:
             "GOCHAT_WORKER_SHUTDOWN_GRACE_S": str(self.shutdown_grace_s),
             "GOCHAT_WORKER_CONCURRENCY": str(self.concurrency),
             "GOCHAT_WORKER_DB_POOL_SIZE": str(self.db_pool_size),
+            "GOCHAT_WORKER_REDIS_STREAM_MAXLEN": str(self.stream_maxlen),
         }
 
 
