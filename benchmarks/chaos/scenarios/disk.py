@@ -158,13 +158,22 @@ def pg_disk_full(ctx: Context) -> None:
     ctx.probe_maintenance()
 
 
-def _until_refused(attempt: Callable[[], T], refused: Callable[[T], bool], tries: int = 5
-                   ) -> list[T]:
-    """``attempt()`` until one is ``refused`` (at most ``tries``), every answer in order."""
+#: How long a command on the full disk is tried until it is refused.
+REFUSED_WITHIN_S = 15.0
+
+
+def _until_refused(attempt: Callable[[], T], refused: Callable[[T], bool],
+                   within_s: float = REFUSED_WITHIN_S) -> list[T]:
+    """``attempt()`` until one is ``refused`` (for at most ``within_s``), every answer in
+    order. Space freed while the disk is full (a checkpoint recycling WAL segments) takes
+    the producers' writes a moment to fill again: five tries in a row were once all
+    accepted, so the tries are bounded by time, not by count."""
+    deadline = time.monotonic() + within_s
     answers = [attempt()]
-    while not refused(answers[-1]) and len(answers) < tries:
+    while not refused(answers[-1]) and time.monotonic() < deadline:
         answers.append(attempt())
     return answers
+
 
 
 def _judge_refusals(ctx: Context, clis: list[tuple[int, str, str]],
