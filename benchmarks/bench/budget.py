@@ -16,8 +16,9 @@ Per system and round (systems alternate, their order rotating each round): a fre
    transactions are read once every backend has exited (PostgreSQL reports a backend's
    counts at most once a second and at exit), so they include the daemons' shutdown.
 
-Then the idle cost: one worker process of each system, no jobs, ``idle_s`` seconds, all
-three at once on their own databases: transactions, statements and CPU per second."""
+Then the idle cost: one worker process of each system, no jobs, ``idle_s`` seconds after
+``idle_settle_s`` (see SIZES), all three at once on their own databases: transactions,
+statements and CPU per second."""
 
 from __future__ import annotations
 
@@ -42,10 +43,15 @@ from gochatd.errors import GochatdError
 
 WARMUP_JOBS = 20
 LAT_SPACING_MS = 20.0
-SIZES = {False: {"jobs": 2_000, "lat_jobs": 100, "rounds": 3, "idle_s": 20.0,
-                 "scale_jobs": 3_000, "scale_rounds": 1},
+# The idle window: 30 s, one whole cycle of a daemon's slowest loops (route, pause and reaper
+# polls; docs/architecture.md), after a settle that outlasts PostgreSQL 15's late report of an
+# idle backend's counts (up to 10 s after its last transaction, PGSTAT_IDLE_INTERVAL): a 2 s
+# settle counted the daemon's start-up (its upgrade and first passes, ~60 transactions) as
+# 3 idle transactions a second.
+SIZES = {False: {"jobs": 2_000, "lat_jobs": 100, "rounds": 3, "idle_s": 30.0,
+                 "idle_settle_s": 12.0, "scale_jobs": 3_000, "scale_rounds": 1},
          True: {"jobs": 200, "lat_jobs": 8, "rounds": 1, "idle_s": 2.0,
-                "scale_jobs": 200, "scale_rounds": 1}}
+                "idle_settle_s": 2.0, "scale_jobs": 200, "scale_rounds": 1}}
 
 
 def peers_python(smoke: bool) -> str | None:
@@ -112,7 +118,7 @@ def _measure(servers: Servers, systems: list[System], sizes: dict[str, Any]
                     for key, values in lat.items():
                         stages[system.name].setdefault(key, []).extend(values)
             progress(f"  budget: idle cost, {sizes['idle_s']:g} s")
-            idle = _idle(servers, systems, Path(tmp), sizes["idle_s"])
+            idle = _idle(servers, systems, Path(tmp), sizes["idle_s"], sizes["idle_settle_s"])
             progress(f"  budget: scale with workers, {sizes['scale_jobs']:,} jobs")
             scale = measure_scale(servers, Path(tmp), sizes["scale_jobs"], sizes["scale_rounds"])
     finally:
@@ -258,8 +264,8 @@ def _wait_connected(running: Running, meter: Meter, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def _idle(servers: Servers, systems: list[System], run_dir: Path, idle_s: float
-          ) -> dict[str, dict[str, float]]:
+def _idle(servers: Servers, systems: list[System], run_dir: Path, idle_s: float,
+          settle_s: float) -> dict[str, dict[str, float]]:
     """Per system, one worker process's rates per second with no jobs (the ``_per_job``
     keys, "per job" read as "per second"), and ``xacts_per_s``."""
     runs = [Running(servers, s, run_dir, "idle", procs=1) for s in systems]
@@ -271,7 +277,7 @@ def _idle(servers: Servers, systems: list[System], run_dir: Path, idle_s: float
                 running.wait_status(running.system.name, 60)
             else:
                 _wait_connected(running, meter, 60)
-        time.sleep(2.0)
+        time.sleep(settle_s)
         before = [(_Window(r, m, {}), m.xacts()) for r, m in zip(runs, meters, strict=True)]
         t0 = time.monotonic()
         time.sleep(idle_s)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
@@ -27,6 +29,7 @@ FAILED = frozenset({Outcome.RETRY, Outcome.DEAD})
 HttpAnswer = tuple[int, float | None, bytes | None]
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+_UNKNOWN = object()  # an API without the module global (see Spans._off)
 
 
 def _parent(traceparent: str | None) -> Context | None:
@@ -61,6 +64,7 @@ class Spans:
     def __init__(self, provider: trace.TracerProvider | None = None) -> None:
         """``provider``: the global one by default (which may be set later)."""
         self._on = provider is not None
+        self._env_provider = OTEL_PYTHON_TRACER_PROVIDER in os.environ
         self._tracer = trace.get_tracer("gochatd", tracer_provider=provider)
 
     def _off(self) -> bool:
@@ -68,6 +72,11 @@ class Spans:
         (the API's no-op path costs tens of microseconds a job; this check, well under one)."""
         if self._on:
             return False
+        # The API's own global first: get_tracer_provider() reads the environment on each
+        # call while none is set (~4 µs, a tenth of a no-op job's cost on the daemon's thread).
+        # A provider named by that environment variable is loaded by the call below.
+        if not self._env_provider and getattr(trace, "_TRACER_PROVIDER", _UNKNOWN) is None:
+            return True
         self._on = not isinstance(trace.get_tracer_provider(),
                                   trace.ProxyTracerProvider | trace.NoOpTracerProvider)
         return not self._on  # a provider, once set, stays (the API refuses another)

@@ -95,18 +95,18 @@ RETURNING id;
 
 -- name: claim_jobs
 -- Stream-delivered ids: one conditional UPDATE; rows already claimed, finished or not yet
--- due are simply not returned. Joined to the ids as a set, so each is one primary-key
--- lookup: with "id = ANY(...) AND status IN (...)" the planner may pick an index on status
--- instead, which walks every dead entry while a transaction held open elsewhere keeps them.
--- For the same reason the status test is written IS NOT DISTINCT FROM, which no index
--- answers: the generic plan psycopg's prepared statement may settle on otherwise took
--- background_jobs_waiting_idx when few jobs waited (tests/integration/test_by_id_plans.py).
+-- due are simply not returned. The ids are reached by the primary key only: the status
+-- test is written IS NOT DISTINCT FROM, which no index answers (with "status IN (...)"
+-- the generic plan psycopg's prepared statement may settle on took an index on status,
+-- which walks every dead entry while a transaction held open elsewhere keeps them), and
+-- the ids are an "id = ANY(...)" on the table itself, not a join: without statistics (a
+-- table never analyzed yet) the planner took a join for a whole-table scan compared with
+-- every id (tests/integration/test_by_id_plans.py).
 UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_s)s),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
-FROM unnest(%(ids)s::bigint[]) AS claimed(id)
-WHERE j.id = claimed.id
+WHERE j.id = ANY(%(ids)s::bigint[])
   AND (j.status IS NOT DISTINCT FROM 'queued' OR j.status IS NOT DISTINCT FROM 'retrying')
   AND j.scheduled_at <= now()
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
@@ -138,8 +138,7 @@ UPDATE background_jobs AS j
 SET status = 'running', locked_by = %(owner)s, locked_at = now(),
     lease_expires_at = now() + make_interval(secs => %(lease_s)s),
     fence = j.fence + 1, attempts = j.attempts + 1, updated_at = now()
-FROM unnest(%(ids)s::bigint[]) AS claimed(id)
-WHERE j.id = claimed.id
+WHERE j.id = ANY(%(ids)s::bigint[])
   AND (j.status IS NOT DISTINCT FROM 'queued' OR j.status IS NOT DISTINCT FROM 'retrying')
   AND j.scheduled_at <= now()
   AND (%(runnable_any)s::bool OR j.job_type = ANY(%(runnable_types)s::text[])
@@ -271,12 +270,14 @@ WITH done AS (
 SELECT id FROM done;
 
 -- name: extend_leases
--- The status test as in finish_jobs: the ids are reached by the primary key only.
+-- The status test as in finish_jobs: the ids are reached by the primary key only. The ids
+-- are also an "id = ANY(...)" on the table, as in claim_jobs: without statistics the join
+-- alone was planned as every running row of the table tested against every id.
 UPDATE background_jobs AS j
 SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
 FROM unnest(%(ids)s::bigint[], %(fences)s::bigint[]) AS u(id, fence)
-WHERE j.id = u.id AND j.fence = u.fence AND j.locked_by = %(owner)s
-  AND j.status IS NOT DISTINCT FROM 'running'
+WHERE j.id = ANY(%(ids)s::bigint[]) AND j.id = u.id AND j.fence = u.fence
+  AND j.locked_by = %(owner)s AND j.status IS NOT DISTINCT FROM 'running'
   /* AND scope */
 RETURNING j.id, j.cancel_requested;
 

@@ -8,17 +8,32 @@ That index also holds an entry for every dead version of every job that ever ran
 snapshot held elsewhere, none can go, so each finish and each lease extension of a full
 run read ~1,500 blocks instead of ~20 (auto_explain). The statements now write the status
 test in a form no index answers (``IS NOT DISTINCT FROM``), so the primary key is the only
-way in."""
+way in.
+
+A database whose table has never been analyzed (a new one, or autovacuum not round yet
+after a first big enqueue) has no statistics at all: the planner then judged the status
+and type tests to leave one row of thousands, scanned the whole table as the outer side of
+a nested loop and compared every row with every id of the batch (50-80 ms a claim of 100,
+500,000 comparisons, in the first drain of a fresh database). The claims therefore name
+their ids as ``id = ANY(...)`` on the table itself, not as a join: the plan of a batch then
+reads each row once at most, by the primary key or, where the planner finds the table small
+enough, by one scan that looks each row up in the hashed ids. The finishes, which need each
+id's own values, keep the join: without statistics the planner hashes it."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+import trio
 from psycopg import sql
 
+from gochatd.store import open_store
 from gochatd.store.queries import load_queries, load_scoped_queries
+from tests.conftest import PG_DSN, _with_db
 from tests.support.pg_plans import positional as to_positional
 
 #: The statements that name their rows by id in an array (and the plain and scoped text of
@@ -28,10 +43,15 @@ BY_ID = ("claim_jobs", "claim_delivered_jobs", "finish_jobs", "finish_jobs_with_
 
 
 def _scans(node: dict[str, Any], out: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """(node type, index) of every scan of ``background_jobs`` as the statement's target."""
+    """(node type, index) of every scan of ``background_jobs`` as the statement's target; a
+    bitmap heap scan names the index of its bitmap."""
     if (node.get("Relation Name") == "background_jobs" and node.get("Alias") == "j"
             and "Scan" in node["Node Type"]):
-        out.append((node["Node Type"], node.get("Index Name")))
+        index = node.get("Index Name")
+        if node["Node Type"] == "Bitmap Heap Scan":
+            bitmaps = {c.get("Index Name") for c in node.get("Plans", [])}
+            index = bitmaps.pop() if len(bitmaps) == 1 else f"bitmaps {sorted(map(str, bitmaps))}"
+        out.append((node["Node Type"], index))
     for child in node.get("Plans", []):
         _scans(child, out)
     return out
@@ -72,3 +92,111 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_in_a_generic_plan
     scans = _scans(row[0][0]["Plan"], [])
     assert scans, f"{name}: no scan of background_jobs found"
     assert all(index == "background_jobs_pkey" for _, index in scans), (name, scans)
+
+
+@pytest.fixture
+def never_analyzed() -> Iterator[str]:
+    """A database of its own whose background_jobs was never analyzed (autovacuum off for it
+    while the test runs): 2,500 waiting and 2,500 running jobs, and no statistics."""
+    name = f"gochatd_test_plans_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    url = _with_db(PG_DSN, name)
+
+    async def migrate() -> None:
+        store = open_store(url)
+        await store.open()
+        await store.migrate()
+        await store.close()
+
+    try:
+        trio.run(migrate)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = off)")
+            conn.execute("INSERT INTO background_jobs (job_type, queue, max_attempts)"
+                         " SELECT 'test:job', 'default', 25 FROM generate_series(1, 5000)")
+            conn.execute("UPDATE background_jobs SET status = 'running', locked_by = 'w',"
+                         " fence = 1, attempts = 1, locked_at = now(),"
+                         " lease_expires_at = now() + interval '1 minute' WHERE id > 2500")
+            row = conn.execute("SELECT reltuples FROM pg_class"
+                               " WHERE oid = 'background_jobs'::regclass").fetchone()
+            assert row is not None and row[0] < 0, "background_jobs has statistics"
+        yield url
+    finally:
+        with psycopg.connect(PG_DSN, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
+                          .format(sql.Identifier(name)))
+
+
+def _unbounded_scans(node: dict[str, Any], out: list[str]) -> list[str]:
+    """Scans of ``background_jobs`` as the target that may read more rows than the batch
+    names: neither by the primary key nor filtered by the ids (``id = ANY(...)``)."""
+    if (node.get("Relation Name") == "background_jobs" and node.get("Alias") == "j"
+            and "Scan" in node["Node Type"]):
+        bitmaps = {c.get("Index Name") for c in node.get("Plans", [])}
+        by_key = "background_jobs_pkey" in {node.get("Index Name")} | bitmaps
+        if not by_key and "(id = ANY (" not in node.get("Filter", ""):
+            out.append(f"{node['Node Type']} {node.get('Filter', '')}")
+    for child in node.get("Plans", []):
+        _unbounded_scans(child, out)
+    return out
+
+
+def _row_by_row_joins(node: dict[str, Any], out: list[str]) -> list[str]:
+    """Nested loops that test a join filter on every pair of rows while one side is an
+    unbounded scan of the target (every row of the table times every id of the batch)."""
+    if (node["Node Type"] == "Nested Loop" and "Join Filter" in node
+            and _unbounded_scans(node, [])):
+        out.append(node["Join Filter"])
+    for child in node.get("Plans", []):
+        _row_by_row_joins(child, out)
+    return out
+
+
+def _batch_args(name: str, ids: list[int]) -> dict[str, Any]:
+    """Arguments of a batch of ``ids`` for each parameter a by-id statement takes."""
+    n = len(ids)
+    per_job = {"ids": ids, "owners": ["w"] * n, "fences": [1] * n,
+               "statuses": ["completed"] * n, "delays": [0.0] * n, "refunds": [False] * n,
+               "classes": [None] * n, "errors": [None] * n, "results": [None] * n}
+    single = {"owner": "w", "lease_s": 30.0, "runnable_any": False,
+              "runnable_types": ["test:job"], "runnable_prefixes": [], "queues": ["default"],
+              "attempts_kept": 25, "scope_only": False, "scope_tenants": []}
+    if name in per_job:
+        return {name: per_job[name]}
+    if name.startswith("r_"):  # finish_jobs_with_replies: no replies
+        return {name: []}
+    return {name: single[name]}
+
+
+@pytest.mark.parametrize("scoped", [False, True], ids=["plain", "scoped"])
+@pytest.mark.parametrize("name", BY_ID)
+def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_without_statistics(
+    never_analyzed: str, name: str, scoped: bool,
+) -> None:
+    text = (load_scoped_queries if scoped else load_queries)("postgres")[name]
+    _, names = to_positional(text)
+    # A batch of 100 of the waiting jobs (claims) or of the running ones (finishes, leases).
+    first = 101 if name.startswith("claim") else 2601
+    args: dict[str, Any] = {}
+    for param in names:
+        args.update(_batch_args(param, list(range(first, first + 100))))
+    with psycopg.connect(never_analyzed, autocommit=True) as conn:
+        # The plan of the first runs (custom: with the batch's values), then the generic one.
+        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) {}").format(sql.SQL(text)), args
+                           ).fetchone()
+        assert row is not None
+        custom = _row_by_row_joins(row[0][0]["Plan"], [])
+        if name.startswith("claim"):
+            custom += _unbounded_scans(row[0][0]["Plan"], [])
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        positional, _ = to_positional(text)
+        conn.execute(sql.SQL("PREPARE by_id AS {}").format(sql.SQL(positional)))
+        nulls = sql.SQL(", ").join(sql.Literal(None) for _ in names)
+        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE by_id({})").format(nulls)
+                           ).fetchone()
+        assert row is not None
+        generic = _scans(row[0][0]["Plan"], [])
+    assert generic, f"{name}: no scan of background_jobs found"
+    assert all(index == "background_jobs_pkey" for _, index in generic), (name, generic)
+    assert not custom, (name, custom)
