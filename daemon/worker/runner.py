@@ -104,7 +104,8 @@ async def _execute(active: ActiveJob, registry: Registry, policy: RunPolicy) -> 
     started = trio.current_time()
     # One cancel scope per job (they cost ~15 µs each): the timeout is its deadline, and a
     # stop (interrupt, operator cancel, lost lease) cancels it with a reason recorded.
-    active.scope.deadline = started + timeout_s
+    if timeout_s != math.inf:  # a new scope's deadline is already inf (setting it: ~4 µs)
+        active.scope.deadline = started + timeout_s
     with active.scope:
         try:
             if registry.layers:  # hooks (hooks.py), in the job's scope like the handler
