@@ -57,6 +57,20 @@ def _scans(node: dict[str, Any], out: list[tuple[str, str | None]]) -> list[tupl
     return out
 
 
+def _generic_plan(conn: psycopg.Connection[Any], text: str) -> dict[str, Any]:
+    """The plan PostgreSQL keeps for ``text`` once it settles on a generic one."""
+    positional, names = to_positional(text)
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute(sql.SQL("PREPARE by_id AS {}").format(sql.SQL(positional)))
+    # Any arguments: a generic plan does not look at them.
+    args = sql.SQL(", ").join(sql.Literal(None) for _ in names)
+    row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE by_id({})").format(args)
+                       ).fetchone()
+    assert row is not None
+    plan: dict[str, Any] = row[0][0]["Plan"]
+    return plan
+
+
 @pytest.fixture
 def few_running(pg_clean: str) -> str:
     """Statistics that make an index on status look cheap: a few running and waiting jobs
@@ -80,16 +94,8 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_in_a_generic_plan
     few_running: str, name: str, scoped: bool,
 ) -> None:
     text = (load_scoped_queries if scoped else load_queries)("postgres")[name]
-    positional, names = to_positional(text)
     with psycopg.connect(few_running, autocommit=True) as conn:
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        conn.execute(sql.SQL("PREPARE by_id AS {}").format(sql.SQL(positional)))
-        # Any arguments: a generic plan does not look at them.
-        args = sql.SQL(", ").join(sql.Literal(None) for _ in names)
-        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE by_id({})").format(args)
-                           ).fetchone()
-    assert row is not None
-    scans = _scans(row[0][0]["Plan"], [])
+        scans = _scans(_generic_plan(conn, text), [])
     assert scans, f"{name}: no scan of background_jobs found"
     assert all(index == "background_jobs_pkey" for _, index in scans), (name, scans)
 
@@ -189,14 +195,7 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_without_statistic
         custom = _row_by_row_joins(row[0][0]["Plan"], [])
         if name.startswith("claim"):
             custom += _unbounded_scans(row[0][0]["Plan"], [])
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        positional, _ = to_positional(text)
-        conn.execute(sql.SQL("PREPARE by_id AS {}").format(sql.SQL(positional)))
-        nulls = sql.SQL(", ").join(sql.Literal(None) for _ in names)
-        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE by_id({})").format(nulls)
-                           ).fetchone()
-        assert row is not None
-        generic = _scans(row[0][0]["Plan"], [])
+        generic = _scans(_generic_plan(conn, text), [])
     assert generic, f"{name}: no scan of background_jobs found"
     assert all(index == "background_jobs_pkey" for _, index in generic), (name, generic)
     assert not custom, (name, custom)
