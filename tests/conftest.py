@@ -54,18 +54,34 @@ def pg_url() -> Iterator[str]:
         admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="session")
-def pg_migrated(pg_url: str) -> str:
+def migrate_database(url: str) -> None:
+    """Every migration, on the database at ``url``."""
     import trio
 
     async def migrate() -> None:
-        store = open_store(pg_url)
+        store = open_store(url)
         await store.open()
         await store.migrate()
         await store.close()
 
     trio.run(migrate)
+
+
+@pytest.fixture(scope="session")
+def pg_migrated(pg_url: str) -> str:
+    migrate_database(pg_url)
     return pg_url
+
+
+@pytest.fixture
+def pg_scratch() -> Iterator[str]:
+    """A second, empty PostgreSQL database (no schema), dropped at the end."""
+    name = f"gochatd_scratch_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    yield _with_db(PG_DSN, name)
+    with psycopg.connect(PG_DSN, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -22,18 +22,15 @@ id's own values, keep the join: without statistics the planner hashes it."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-import trio
 from psycopg import sql
 
-from gochatd.store import open_store
 from gochatd.store.queries import load_queries, load_scoped_queries
-from tests.conftest import PG_DSN, _with_db
+from tests.conftest import migrate_database
 from tests.support.pg_plans import positional as to_positional
 
 #: The statements that name their rows by id in an array (and the plain and scoped text of
@@ -42,19 +39,26 @@ BY_ID = ("claim_jobs", "claim_delivered_jobs", "finish_jobs", "finish_jobs_with_
          "extend_leases")
 
 
-def _scans(node: dict[str, Any], out: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
-    """(node type, index) of every scan of ``background_jobs`` as the statement's target; a
-    bitmap heap scan names the index of its bitmap."""
+def _target_scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every scan of ``background_jobs`` as the statement's target (alias ``j``)."""
     if (node.get("Relation Name") == "background_jobs" and node.get("Alias") == "j"
             and "Scan" in node["Node Type"]):
-        index = node.get("Index Name")
-        if node["Node Type"] == "Bitmap Heap Scan":
-            bitmaps = {c.get("Index Name") for c in node.get("Plans", [])}
-            index = bitmaps.pop() if len(bitmaps) == 1 else f"bitmaps {sorted(map(str, bitmaps))}"
-        out.append((node["Node Type"], index))
+        yield node
     for child in node.get("Plans", []):
-        _scans(child, out)
-    return out
+        yield from _target_scans(child)
+
+
+def _index_of(scan: dict[str, Any]) -> str | None:
+    """The index a scan reads; a bitmap heap scan's is the index of its bitmap."""
+    if scan["Node Type"] != "Bitmap Heap Scan":
+        return scan.get("Index Name")
+    bitmaps = {c.get("Index Name") for c in scan.get("Plans", [])}
+    return bitmaps.pop() if len(bitmaps) == 1 else f"bitmaps {sorted(map(str, bitmaps))}"
+
+
+def _scans(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(node type, index) of every scan of the target."""
+    return [(scan["Node Type"], _index_of(scan)) for scan in _target_scans(plan)]
 
 
 def _generic_plan(conn: psycopg.Connection[Any], text: str) -> dict[str, Any]:
@@ -95,64 +99,42 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_in_a_generic_plan
 ) -> None:
     text = (load_scoped_queries if scoped else load_queries)("postgres")[name]
     with psycopg.connect(few_running, autocommit=True) as conn:
-        scans = _scans(_generic_plan(conn, text), [])
+        scans = _scans(_generic_plan(conn, text))
     assert scans, f"{name}: no scan of background_jobs found"
     assert all(index == "background_jobs_pkey" for _, index in scans), (name, scans)
 
 
 @pytest.fixture
-def never_analyzed() -> Iterator[str]:
-    """A database of its own whose background_jobs was never analyzed (autovacuum off for it
-    while the test runs): 2,500 waiting and 2,500 running jobs, and no statistics."""
-    name = f"gochatd_test_plans_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(PG_DSN, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    url = _with_db(PG_DSN, name)
-
-    async def migrate() -> None:
-        store = open_store(url)
-        await store.open()
-        await store.migrate()
-        await store.close()
-
-    try:
-        trio.run(migrate)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = off)")
-            conn.execute("INSERT INTO background_jobs (job_type, queue, max_attempts)"
-                         " SELECT 'test:job', 'default', 25 FROM generate_series(1, 5000)")
-            conn.execute("UPDATE background_jobs SET status = 'running', locked_by = 'w',"
-                         " fence = 1, attempts = 1, locked_at = now(),"
-                         " lease_expires_at = now() + interval '1 minute' WHERE id > 2500")
-            row = conn.execute("SELECT reltuples FROM pg_class"
-                               " WHERE oid = 'background_jobs'::regclass").fetchone()
-            assert row is not None and row[0] < 0, "background_jobs has statistics"
-        yield url
-    finally:
-        with psycopg.connect(PG_DSN, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)")
-                          .format(sql.Identifier(name)))
+def never_analyzed(pg_scratch: str) -> str:
+    """A database of its own whose background_jobs was never analyzed (autovacuum off for
+    it): 2,500 waiting and 2,500 running jobs, and no statistics."""
+    migrate_database(pg_scratch)
+    with psycopg.connect(pg_scratch, autocommit=True) as conn:
+        conn.execute("ALTER TABLE background_jobs SET (autovacuum_enabled = off)")
+        conn.execute("INSERT INTO background_jobs (job_type, queue, max_attempts)"
+                     " SELECT 'test:job', 'default', 25 FROM generate_series(1, 5000)")
+        conn.execute("UPDATE background_jobs SET status = 'running', locked_by = 'w',"
+                     " fence = 1, attempts = 1, locked_at = now(),"
+                     " lease_expires_at = now() + interval '1 minute' WHERE id > 2500")
+        row = conn.execute("SELECT reltuples FROM pg_class"
+                           " WHERE oid = 'background_jobs'::regclass").fetchone()
+        assert row is not None and row[0] < 0, "background_jobs has statistics"
+    return pg_scratch
 
 
-def _unbounded_scans(node: dict[str, Any], out: list[str]) -> list[str]:
-    """Scans of ``background_jobs`` as the target that may read more rows than the batch
-    names: neither by the primary key nor filtered by the ids (``id = ANY(...)``)."""
-    if (node.get("Relation Name") == "background_jobs" and node.get("Alias") == "j"
-            and "Scan" in node["Node Type"]):
-        bitmaps = {c.get("Index Name") for c in node.get("Plans", [])}
-        by_key = "background_jobs_pkey" in {node.get("Index Name")} | bitmaps
-        if not by_key and "(id = ANY (" not in node.get("Filter", ""):
-            out.append(f"{node['Node Type']} {node.get('Filter', '')}")
-    for child in node.get("Plans", []):
-        _unbounded_scans(child, out)
-    return out
+def _unbounded_scans(plan: dict[str, Any]) -> list[str]:
+    """Scans of the target that may read more rows than the batch names: neither by the
+    primary key nor filtered by the ids (``id = ANY(...)``)."""
+    return [f"{scan['Node Type']} {scan.get('Filter', '')}" for scan in _target_scans(plan)
+            if _index_of(scan) != "background_jobs_pkey"
+            and "(id = ANY (" not in scan.get("Filter", "")]
 
 
 def _row_by_row_joins(node: dict[str, Any], out: list[str]) -> list[str]:
     """Nested loops that test a join filter on every pair of rows while one side is an
     unbounded scan of the target (every row of the table times every id of the batch)."""
     if (node["Node Type"] == "Nested Loop" and "Join Filter" in node
-            and _unbounded_scans(node, [])):
+            and _unbounded_scans(node)):
         out.append(node["Join Filter"])
     for child in node.get("Plans", []):
         _row_by_row_joins(child, out)
@@ -194,8 +176,8 @@ def test_a_by_id_statement_reaches_its_jobs_by_the_primary_key_without_statistic
         assert row is not None
         custom = _row_by_row_joins(row[0][0]["Plan"], [])
         if name.startswith("claim"):
-            custom += _unbounded_scans(row[0][0]["Plan"], [])
-        generic = _scans(_generic_plan(conn, text), [])
+            custom += _unbounded_scans(row[0][0]["Plan"])
+        generic = _scans(_generic_plan(conn, text))
     assert generic, f"{name}: no scan of background_jobs found"
     assert all(index == "background_jobs_pkey" for _, index in generic), (name, generic)
     assert not custom, (name, custom)

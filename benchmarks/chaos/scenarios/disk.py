@@ -175,7 +175,6 @@ def _until_refused(attempt: Callable[[], T], refused: Callable[[T], bool],
     return answers
 
 
-
 def _judge_refusals(ctx: Context, clis: list[tuple[int, str, str]],
                     gateways: list[tuple[int, dict[str, Any]]],
                     probes: list[tuple[int, dict[str, Any]]]) -> None:
